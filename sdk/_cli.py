@@ -1,0 +1,42 @@
+"""The `radixgate` command: a thin dispatcher. Each subcommand's module is imported only when it runs,
+so `radixgate bench serving` never imports torch and `radixgate serve` never imports the linter."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand words -> (module, help). Each module exposes `main(argv: list[str] | None) -> int`.
+COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
+    ("serve",): ("radixgate.gateway.cli", "run the OpenAI-compatible server with the co-located engine"),
+    ("stats",): ("radixgate.gateway.stats_cli", "print a server's per-template statistics as JSON"),
+    ("bench", "offline"): ("radixgate.engine.bench", "benchmark the engine in-process (radix cache vs none vs HF)"),
+    ("bench", "serving"): ("radixgate._bench_serving", "load-test any OpenAI-compatible server"),
+    ("demo",): ("radixgate._demo", "the closed loop: bad app, promptlint, fixed app, before/after"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: radixgate COMMAND [ARGS]", "", "commands:"]
+    for words, (_, help_text) in COMMANDS.items():
+        lines.append(f"  {' '.join(words):<16} {help_text}")
+    lines.append("")
+    lines.append("Run `radixgate COMMAND --help` for a command's options.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    for words, (module_name, _) in sorted(COMMANDS.items(), key=lambda kv: -len(kv[0])):
+        if tuple(args[: len(words)]) == words:
+            module = importlib.import_module(module_name)
+            return int(module.main(args[len(words):]) or 0)
+    if args and args[0] not in ("-h", "--help"):
+        print(f"radixgate: unknown command {' '.join(args[:2])!r}\n", file=sys.stderr)
+        print(_usage(), file=sys.stderr)
+        return 2
+    print(_usage())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
