@@ -1,0 +1,109 @@
+"""Engine and sampling configuration. Field names follow SGLang's server arguments where one exists."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+SCHEDULE_POLICIES = ("lpm", "fcfs")
+ATTENTION_BACKENDS = ("auto", "torch", "triton")
+KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
+PAGE_SIZES = (1, 16, 64)
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    """The one place engine code reads the environment: variables under the RADIXGATE_ prefix."""
+    return os.environ.get(f"RADIXGATE_{name}", default)
+
+
+def default_model_cache_dir() -> str:
+    return _env("CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "radixgate")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model_path: str = "tiny"
+    device: str = "cpu"
+    dtype: str = "float32"
+    page_size: int = 1
+    max_total_tokens: int | None = None
+    mem_fraction_static: float = 0.2
+    kv_cache_dtype: str = "auto"
+    schedule_policy: str = "lpm"
+    chunked_prefill_size: int = 2048
+    max_prefill_tokens: int = 8192
+    max_running_requests: int = 128
+    disable_radix_cache: bool = False
+    attention_backend: str = "auto"
+    random_seed: int = 0
+    enable_hicache: bool = False
+    hicache_ratio: float = 2.0
+    hicache_size: float = 0.0
+    hicache_storage_dir: str | None = None
+    hicache_write_policy: str = "write_through"
+    # Requests arriving together whose uncached prefixes share at least this many tokens are
+    # admitted one at a time so the shared part is computed once (SGLang's in-batch prefix caching).
+    in_batch_prefix_threshold: int = 32
+
+    def __post_init__(self) -> None:
+        if self.page_size not in PAGE_SIZES:
+            raise ValueError(f"page_size must be one of {PAGE_SIZES}, got {self.page_size}")
+        if self.max_total_tokens is not None and self.max_total_tokens < self.page_size * 4:
+            raise ValueError(f"max_total_tokens={self.max_total_tokens} is too small: give at least "
+                             f"{self.page_size * 4} tokens")
+        if not 0.0 < self.mem_fraction_static < 1.0:
+            raise ValueError(f"mem_fraction_static must be in (0, 1), got {self.mem_fraction_static}")
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise ValueError(f"schedule_policy must be one of {SCHEDULE_POLICIES}, got {self.schedule_policy!r}")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise ValueError(f"kv_cache_dtype must be one of {KV_CACHE_DTYPES}, got {self.kv_cache_dtype!r}")
+        if self.dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(f"dtype must be float32, float16 or bfloat16, got {self.dtype!r}")
+        if self.chunked_prefill_size < self.page_size:
+            raise ValueError(f"chunked_prefill_size must be at least page_size ({self.page_size})")
+        if self.max_running_requests < 1:
+            raise ValueError("max_running_requests must be at least 1")
+        if self.enable_hicache:
+            raise ValueError("enable_hicache is not available yet in this build (HiCache lands in its own issue)")
+
+    @property
+    def torch_dtype(self):
+        import torch
+        return getattr(torch, self.dtype)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    skip_special_tokens: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k == 0 or self.top_k < -1:
+            raise ValueError(f"top_k must be -1 (disabled) or >= 1, got {self.top_k}")
+        if not 0.0 <= self.min_p <= 1.0:
+            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
+
+    @property
+    def stop_strings(self) -> list[str]:
+        if self.stop is None:
+            return []
+        return [self.stop] if isinstance(self.stop, str) else [s for s in self.stop if s]
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0 or self.top_k == 1

@@ -1,0 +1,316 @@
+"""The engine: requests in, tokens out. One loop: schedule, run, sample, post-process."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, AsyncIterator, Callable
+
+import torch
+
+from .cache_manager import CacheManager
+from .config import EngineConfig, SamplingParams
+from .detokenizer import Detokenizer
+from .kv_pool import KVPool, SlotTable
+from .model_runner import ModelRunner
+from .models.loader import load_model, load_tokenizer, read_config
+from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
+from .request import GenerateOutput, Req, ReqStatus, StreamDelta
+from .sampler import sample
+from .scheduler import Scheduler
+
+_CPU_KV_BUDGET_BYTES = 512 << 20   # default pool size on CPU when max_total_tokens is not given
+
+
+class Engine:
+    def __init__(self, config: EngineConfig | None = None):
+        self.config = config = config or EngineConfig()
+        path = ensure_tiny_checkpoint() if config.model_path == TINY_NAME else config.model_path
+        self.model_name = TINY_NAME if config.model_path == TINY_NAME else os.path.basename(path.rstrip("/"))
+        self.model_config = mc = read_config(path)
+        torch.manual_seed(config.random_seed)
+        model, self.checkpoint_kv_scales = load_model(path, config.torch_dtype, config.device)
+        self.tokenizer = load_tokenizer(path)
+        self.detokenizer = Detokenizer(self.tokenizer)
+        self.context_len = mc.max_position_embeddings
+        self.vocab_size = mc.vocab_size
+        eos = set(mc.eos_token_ids)
+        if self.tokenizer.eos_token_id is not None:
+            eos.add(self.tokenizer.eos_token_id)
+
+        ps = config.page_size
+        num_pages = self._capacity_tokens() // ps
+        self.pool = KVPool(num_pages * ps, mc.num_layers, mc.num_kv_heads, mc.head_dim, config.torch_dtype,
+                           config.device)
+        self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
+        self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache)
+        self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
+        self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
+
+        self._reqs: dict[str, Req] = {}
+        self._rid_counter = itertools.count()
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self.fatal_error: str | None = None
+        self.num_prompt_tokens = 0
+        self.num_generation_tokens = 0
+        self.num_finished_reqs = 0
+
+    def _capacity_tokens(self) -> int:
+        if self.config.max_total_tokens is not None:
+            return self.config.max_total_tokens
+        mc, cfg = self.model_config, self.config
+        per_token = KVPool.bytes_per_token(mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.torch_dtype)
+        if cfg.device.startswith("cuda"):
+            free, _ = torch.cuda.mem_get_info()
+            budget = int(free * cfg.mem_fraction_static)
+        else:
+            budget = _CPU_KV_BUDGET_BYTES
+        return budget // per_token
+
+    # ---- requests in --------------------------------------------------------------------------
+    def validate(self, input_ids: list[int], sampling: SamplingParams) -> None:
+        """Raises ValueError saying what to change; nothing is allocated."""
+        if not isinstance(sampling, SamplingParams):
+            raise ValueError("sampling must be a SamplingParams")
+        n = len(input_ids)
+        if n == 0:
+            raise ValueError("the prompt is empty: send at least one token")
+        bad = next((t for t in input_ids if not isinstance(t, int) or not 0 <= t < self.vocab_size), None)
+        if bad is not None:
+            raise ValueError(f"token id {bad!r} is outside the vocabulary: ids must be integers in "
+                             f"[0, {self.vocab_size})")
+        if n >= self.context_len:
+            raise ValueError(f"the prompt has {n} tokens but the model's context window is {self.context_len}: "
+                             f"shorten it by at least {n - self.context_len + 1} tokens")
+        if n + 1 > self.cache_manager.capacity:
+            raise ValueError(f"the prompt needs {n + 1} KV slots but the pool holds "
+                             f"{self.cache_manager.capacity}: raise max_total_tokens or shorten the prompt")
+
+    def _make_req(self, input_ids: list[int], sampling: SamplingParams, cache_salt: str | None,
+                  rid: str | None, on_update: Callable[[Req, StreamDelta], None] | None) -> Req:
+        self.validate(input_ids, sampling)
+        rid = rid if rid is not None else f"req-{next(self._rid_counter)}"
+        if rid in self._reqs:
+            raise ValueError(f"request id {rid!r} is already in use: give each request its own id")
+        return Req(rid, input_ids, sampling, cache_salt, on_update)
+
+    def _add(self, req: Req) -> None:
+        self._reqs[req.rid] = req
+        self.num_prompt_tokens += len(req.origin_input_ids)
+        self.scheduler.add(req)
+
+    def _encode_all(self, prompts: list[str] | str | None, input_ids: list | None) -> list[list[int]]:
+        if (prompts is None) == (input_ids is None):
+            raise ValueError("give exactly one of prompts= or input_ids=")
+        if prompts is not None:
+            prompts = [prompts] if isinstance(prompts, str) else prompts
+            return [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        return [input_ids] if input_ids and isinstance(input_ids[0], int) else list(input_ids)
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def step(self) -> bool:
+        """One scheduling round; returns False when there was nothing to run."""
+        batch = self.scheduler.schedule()
+        if batch is not None:
+            logits, sampled_reqs = self.runner.forward(batch)
+            next_ids = sample(logits, sampled_reqs) if sampled_reqs else []
+            self.scheduler.process_result(batch, {id(r): t for r, t in zip(sampled_reqs, next_ids)})
+            self.num_generation_tokens += len(sampled_reqs)
+            for req in sampled_reqs:
+                self._after_token(req)
+        for req in self.scheduler.forced_finished:
+            self._finish(req)
+        self.scheduler.forced_finished.clear()
+        return batch is not None
+
+    def _after_token(self, req: Req) -> None:
+        if req.on_update is None and not req.sampling.stop_strings:
+            if req.finish_reason is not None:
+                self._finish(req)
+            return
+        text = self.detokenizer.update(req)
+        if req.finish_reason is not None:
+            self._finish(req, text)
+            return
+        new_ids = req.output_ids[req.num_sent_tokens:]
+        req.num_sent_tokens = len(req.output_ids)
+        req.on_update(req, StreamDelta(new_ids, text, False))
+
+    def _finish(self, req: Req, last_text: str | None = None) -> None:
+        self.scheduler.remove(req)
+        if last_text is None:
+            last_text = self.detokenizer.update(req) if req.on_update else ""
+        text = req.text if (req.on_update or req.sampling.stop_strings) else \
+            self.detokenizer.decode(req.output_ids, req.sampling.skip_special_tokens)
+        req.times["finished"] = time.time()
+        req.result = req.output(text)
+        self._reqs.pop(req.rid, None)
+        self.num_finished_reqs += 1
+        if req.on_update is not None:
+            req.on_update(req, StreamDelta(req.output_ids[req.num_sent_tokens:], last_text, True, req.result))
+
+    def _abort_now(self, rid: str) -> None:
+        req = self._reqs.get(rid)
+        if req is not None and req.status is not ReqStatus.FINISHED:
+            req.finish_reason = "abort"
+            self._finish(req)
+
+    def _drain_inbox(self, timeout: float | None) -> None:
+        try:
+            item = self._inbox.get(timeout=timeout) if timeout else self._inbox.get_nowait()
+            while True:
+                self._handle(item)
+                item = self._inbox.get_nowait()
+        except queue.Empty:
+            pass
+
+    def _handle(self, item: tuple) -> None:
+        kind = item[0]
+        if kind == "add":
+            self._add(item[1])
+        elif kind == "abort":
+            self._abort_now(item[1])
+        elif kind == "call":
+            _, fn, future = item
+            try:
+                future.set_result(fn())
+            except BaseException as e:   # handed to the caller's thread, not swallowed
+                future.set_exception(e)
+
+    def _loop(self) -> None:
+        try:
+            while not self._stopping:
+                self._drain_inbox(timeout=None if not self.scheduler.is_idle() else 0.05)
+                self.step()
+        except BaseException as e:
+            self.fatal_error = f"engine loop crashed: {type(e).__name__}: {e}"
+            for req in list(self._reqs.values()):
+                req.finish_reason = "abort"
+                req.result = req.output(req.text)
+                if req.on_update:
+                    req.on_update(req, StreamDelta([], "", True, req.result))
+            raise
+
+    def start(self) -> None:
+        """Runs the loop on a background thread (the gateway's mode). Idempotent."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="radixgate-engine", daemon=True)
+            self._thread.start()
+
+    def _run_in_loop(self, fn: Callable[[], Any]) -> Any:
+        if self._thread is None or threading.current_thread() is self._thread:
+            return fn()
+        if self.fatal_error:
+            raise RuntimeError(self.fatal_error)
+        future: Future = Future()
+        self._inbox.put(("call", fn, future))
+        return future.result(timeout=60)
+
+    # ---- public API ---------------------------------------------------------------------------
+    def generate(self, prompts: list[str] | str | None = None, input_ids: list | None = None,
+                 sampling: SamplingParams | list[SamplingParams] | None = None,
+                 cache_salt: str | None = None) -> list[GenerateOutput]:
+        ids_list = self._encode_all(prompts, input_ids)
+        params = sampling if isinstance(sampling, list) else [sampling or SamplingParams()] * len(ids_list)
+        reqs = [self._make_req(ids, p, cache_salt, None, None) for ids, p in zip(ids_list, params)]
+        if self._thread is None:
+            for req in reqs:
+                self._add(req)
+            while any(r.status is not ReqStatus.FINISHED for r in reqs):
+                self.step()
+        else:
+            done = [threading.Event() for _ in reqs]
+            for req, event in zip(reqs, done):
+                req.on_update = lambda r, d, e=event: d.finished and e.set()
+                self._inbox.put(("add", req))
+            for event in done:
+                event.wait()
+        return [r.result for r in reqs]
+
+    async def stream(self, *, input_ids: list[int] | None = None, prompt: str | None = None,
+                     sampling: SamplingParams | None = None, cache_salt: str | None = None,
+                     rid: str | None = None) -> AsyncIterator[StreamDelta]:
+        """Yields token deltas; closing the generator early aborts the request."""
+        ids = self._encode_all(prompt, input_ids if input_ids is not None else None)[0]
+        loop = asyncio.get_running_loop()
+        deltas: asyncio.Queue[StreamDelta] = asyncio.Queue()
+        req = self._make_req(ids, sampling or SamplingParams(), cache_salt, rid,
+                             lambda r, d: loop.call_soon_threadsafe(deltas.put_nowait, d))
+        if self.fatal_error:
+            raise RuntimeError(self.fatal_error)
+        self.start()
+        self._inbox.put(("add", req))
+        finished = False
+        try:
+            while not finished:
+                delta = await deltas.get()
+                finished = delta.finished
+                yield delta
+        finally:
+            if not finished:
+                self.abort(req.rid)
+
+    def abort(self, rid: str) -> None:
+        if self._thread is None or threading.current_thread() is self._thread:
+            self._abort_now(rid)
+        else:
+            self._inbox.put(("abort", rid))
+
+    def stats(self) -> dict[str, Any]:
+        cm, sched = self.cache_manager, self.scheduler
+        cap = cm.capacity
+        held = cap - cm.available_tokens - cm.evictable_tokens   # by running requests (SGLang's token_usage)
+        queries, hits = sched.prefix_cache_queries, sched.prefix_cache_hits
+        return {
+            "model": self.model_name,
+            "cache_hit_rate": hits / queries if queries else 0.0,
+            "token_usage": held / cap,
+            "max_total_num_tokens": cap,
+            "num_running_reqs": sched.num_running,
+            "num_waiting_reqs": len(sched.waiting),
+            "prefix_cache_queries": queries,
+            "prefix_cache_hits": hits,
+            "num_prompt_tokens": self.num_prompt_tokens,
+            "num_generation_tokens": self.num_generation_tokens,
+            "num_prefill_computed_tokens": self.runner.num_prefill_tokens,
+            "num_finished_reqs": self.num_finished_reqs,
+            "num_retracted_reqs": sched.num_retracted,
+            "available_tokens": cm.available_tokens,
+            "evictable_tokens": cm.evictable_tokens,
+            "protected_tokens": cm.protected_tokens,
+            "page_size": self.config.page_size,
+            "kv_cache_dtype": self.config.kv_cache_dtype if self.config.kv_cache_dtype != "auto"
+            else str(self.pool.dtype).removeprefix("torch."),
+            "context_len": self.context_len,
+            "disable_radix_cache": self.config.disable_radix_cache,
+        }
+
+    def flush_cache(self) -> bool:
+        """Drops every cached prefix; refused (False) while requests are in flight."""
+        def flush() -> bool:
+            if not self.scheduler.is_idle():
+                return False
+            self.cache_manager.flush()
+            return True
+        return self._run_in_loop(flush)
+
+    def check_idle_invariant(self) -> None:
+        def check() -> None:
+            assert self.scheduler.is_idle(), "engine is not idle"
+            self.cache_manager.check_idle_invariant()
+        self._run_in_loop(check)
+
+    def shutdown(self) -> None:
+        self._stopping = True
+        if self._thread is not None:
+            self._inbox.put(("noop",))
+            self._thread.join(timeout=10)
+            self._thread = None
+        for rid in list(self._reqs):
+            self._abort_now(rid)

