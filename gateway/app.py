@@ -1,0 +1,69 @@
+"""`create_app`: the FastAPI app and its one `AppState`."""
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from fastapi import FastAPI
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from . import __version__
+from .auth import Authenticator
+from .config import GatewayConfig
+from .dashboard import router as dashboard_router
+from .errors import install_error_handlers
+from .metrics import Metrics
+from .middleware import AuthMiddleware, BodyLimitMiddleware
+from .prompt_stats import PromptStats
+from .rate_limit import RateLimiter
+from .routes_native import router as native_router
+from .routes_openai import router as openai_router
+from .state import AppState
+from .telemetry import make_tracer
+from .timeseries import TimeSeries
+from .worker import LocalWorker, Worker
+
+
+def create_app(config: GatewayConfig, worker: Worker | None = None,
+               span_exporter: SpanExporter | None = None) -> FastAPI:
+    """Build the gateway. Without `worker`, an engine is built from `config.engine` and the app
+    shuts it down on exit; a worker passed in stays the caller's to close (tests share one)."""
+    owns_worker = worker is None
+    if worker is None:
+        if config.engine is None:
+            raise ValueError("create_app needs a worker or config.engine (an EngineConfig)")
+        worker = LocalWorker.from_config(config.engine)
+    tracer, provider = make_tracer(span_exporter)
+    holder: dict[str, AppState] = {}
+    metrics = Metrics(config.served_model_name or worker.model_name, worker.stats,
+                      lambda: holder["state"].num_queued, config.max_template_labels)
+    state = AppState(config=config, worker=worker, auth=Authenticator(config.api_keys),
+                     limiter=RateLimiter(config.rate_limit_rpm, config.rate_limit_tpm), metrics=metrics,
+                     tracer=tracer, tracer_provider=provider, prompt_stats=PromptStats(config.max_tracked_templates),
+                     history=TimeSeries(config.dashboard_window_s), owns_worker=owns_worker)
+    holder["state"] = state
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if state.tracer_provider is not None:
+            state.tracer_provider.shutdown()
+        if state.owns_worker:
+            state.worker.close()
+
+    app = FastAPI(title="radixgate", version=__version__, lifespan=lifespan,
+                  description="OpenAI-compatible gateway with a co-located, prefix-caching engine.")
+    app.state.gateway = state
+    install_error_handlers(app)
+    app.include_router(openai_router)
+    app.include_router(native_router)
+    app.include_router(dashboard_router)
+    # Starlette runs the last-added middleware first: auth, then the size limit, then routing.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
+    app.add_middleware(AuthMiddleware, auth=state.auth)
+    return app
+
+
+def app_state(app: Any) -> AppState:
+    """The state object of an app built by `create_app` (for tests and tools)."""
+    return app.state.gateway

@@ -1,0 +1,125 @@
+"""`radixgate serve`: flags named like SGLang's `launch_server`, the engine in-process, uvicorn in front."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import socket
+import sys
+from typing import Any
+
+from .auth import load_api_keys_file
+from .config import GatewayConfig
+
+# flag dest -> EngineConfig field; passed only when given, so the engine's defaults stay the defaults.
+ENGINE_FLAGS = ("model_path", "device", "dtype", "page_size", "max_total_tokens", "mem_fraction_static",
+                "kv_cache_dtype", "schedule_policy", "chunked_prefill_size", "disable_radix_cache",
+                "attention_backend", "max_running_requests", "enable_hicache", "hicache_ratio",
+                "hicache_storage_dir")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="radixgate serve", description="OpenAI-compatible server with the co-located "
+                                "radixgate engine, per-tenant cache isolation, metrics, traces and a dashboard.")
+    p.add_argument("--model-path", default="tiny", help="a local Hugging Face checkpoint folder, or 'tiny' "
+                   "(the built-in test model; default)")
+    p.add_argument("--served-model-name", default=None, help="the model id clients send (default: from the model)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=30000, help="0 picks a free port (printed at startup)")
+    e = p.add_argument_group("engine")
+    e.add_argument("--device", default=None)
+    e.add_argument("--dtype", default=None)
+    e.add_argument("--page-size", type=int, default=None)
+    e.add_argument("--max-total-tokens", type=int, default=None)
+    e.add_argument("--mem-fraction-static", type=float, default=None)
+    e.add_argument("--kv-cache-dtype", default=None, help="auto, or an FP8 type the engine supports")
+    e.add_argument("--schedule-policy", default=None, help="lpm (longest prefix match) or fcfs")
+    e.add_argument("--chunked-prefill-size", type=int, default=None)
+    e.add_argument("--disable-radix-cache", action="store_true", default=None)
+    e.add_argument("--attention-backend", default=None)
+    e.add_argument("--max-running-requests", type=int, default=None)
+    e.add_argument("--enable-hicache", action="store_true", default=None, help="spill KV to host memory / disk")
+    e.add_argument("--hicache-ratio", type=float, default=None, help="host tier size / device tier size")
+    e.add_argument("--hicache-storage-dir", default=None, help="folder for the disk tier")
+    g = p.add_argument_group("gateway")
+    g.add_argument("--api-key", default=None, help="one key; its tenant is 'default'")
+    g.add_argument("--api-keys-file", default=None, help="a JSON object or 'KEY TENANT' lines: one tenant per key")
+    g.add_argument("--rate-limit-rpm", type=int, default=None, help="requests per minute per tenant")
+    g.add_argument("--rate-limit-tpm", type=int, default=None, help="tokens (prompt + output) per minute per tenant")
+    g.add_argument("--max-queued-requests", type=int, default=None, help="beyond this many waiting, answer 503")
+    g.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024, help="larger bodies get 413")
+    g.add_argument("--max-template-labels", type=int, default=20, help="templates with their own metric label")
+    g.add_argument("--log-requests", action="store_true", help="log prompt text (off by default)")
+    g.add_argument("--enable-debug-endpoints", action="store_true", help="serve /debug/check_idle_invariant")
+    g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def engine_config(args: argparse.Namespace) -> Any:
+    """The EngineConfig for these flags; raises ValueError naming a flag this engine build lacks."""
+    from radixgate.engine import EngineConfig
+
+    fields = {f.name for f in dataclasses.fields(EngineConfig)}
+    kwargs: dict[str, Any] = {}
+    for name in ENGINE_FLAGS:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if name not in fields:
+            raise ValueError(f"--{name.replace('_', '-')} is not supported by this engine build")
+        kwargs[name] = value
+    return EngineConfig(**kwargs)
+
+
+def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
+    keys: dict[str, str] = {}
+    if args.api_keys_file:
+        keys.update(load_api_keys_file(args.api_keys_file))
+    if args.api_key:
+        keys[args.api_key] = "default"
+    return GatewayConfig(host=args.host, port=args.port, api_keys=keys, rate_limit_rpm=args.rate_limit_rpm,
+                         rate_limit_tpm=args.rate_limit_tpm, max_queued_requests=args.max_queued_requests,
+                         max_request_bytes=args.max_request_bytes, log_requests=args.log_requests,
+                         served_model_name=args.served_model_name, max_template_labels=args.max_template_labels,
+                         enable_debug_endpoints=args.enable_debug_endpoints, engine=engine)
+
+
+def print_urls(host: str, port: int, auth_enabled: bool) -> None:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{shown}:{port}"
+    print(f"radixgate serving on {base}", flush=True)
+    print(f"  API (OpenAI):  {base}/v1", flush=True)
+    print(f"  metrics:       {base}/metrics", flush=True)
+    print(f"  dashboard:     {base}/dashboard", flush=True)
+    if not auth_enabled and host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"  warning: no API keys and listening on {host}: anyone who can reach it can use it", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = gateway_config(args, engine_config(args))
+    except (ValueError, OSError) as exc:
+        print(f"radixgate serve: {exc}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from .app import create_app
+
+    try:
+        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        print(f"radixgate serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    app = create_app(config)  # loads the model
+    print_urls(args.host, sock.getsockname()[1], config.auth_enabled)
+    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5))
+    server.run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

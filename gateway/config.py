@@ -1,0 +1,49 @@
+"""The gateway's configuration: one frozen dataclass, built by `radixgate serve` or by tests."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Everything the HTTP layer needs; the engine has its own `EngineConfig`.
+
+    `api_keys` maps each accepted bearer key to its tenant. Empty means the server is open
+    (meant for loopback) and every request belongs to tenant `"default"`.
+    Rate limits are per tenant and per minute; `None` disables a limit.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 30000
+    api_keys: Mapping[str, str] = field(default_factory=dict)
+    rate_limit_rpm: int | None = None
+    rate_limit_tpm: int | None = None
+    max_queued_requests: int | None = None
+    max_request_bytes: int = 8 * 1024 * 1024
+    log_requests: bool = False
+    served_model_name: str | None = None
+    max_template_labels: int = 20
+    max_tracked_templates: int = 1000
+    dashboard_window_s: int = 300
+    enable_debug_endpoints: bool = False
+    engine: Any = None  # radixgate.engine.EngineConfig; used only when create_app builds the worker
+
+    def __post_init__(self) -> None:
+        for name in ("rate_limit_rpm", "rate_limit_tpm", "max_queued_requests"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 (or unset to disable it), got {value}")
+        if self.max_request_bytes < 1024:
+            raise ValueError(f"max_request_bytes must be >= 1024, got {self.max_request_bytes}")
+        if self.max_template_labels < 1:
+            raise ValueError(f"max_template_labels must be >= 1, got {self.max_template_labels}")
+        for key, tenant in self.api_keys.items():
+            if not key or not tenant:
+                raise ValueError("every API key needs a non-empty key and tenant name")
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.api_keys)

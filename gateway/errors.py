@@ -1,0 +1,95 @@
+"""Errors as OpenAI writes them. This is the one place engine errors become HTTP statuses.
+
+Every error response, including FastAPI's validation errors and unknown routes, carries
+`{"error": {"message", "type", "param", "code"}}`, which the `openai` client parses.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+logger = logging.getLogger("radixgate.gateway")
+
+_TYPE_BY_STATUS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "server_overloaded",
+}
+
+
+class APIError(Exception):
+    """An error that reaches the client: HTTP status plus OpenAI's error fields."""
+
+    def __init__(self, status: int, message: str, *, code: str | None = None,
+                 param: str | None = None, type: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.type = type or _TYPE_BY_STATUS.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def from_engine_error(exc: ValueError) -> APIError:
+    """The engine rejects bad input with ValueError before allocating anything: that is a 400."""
+    message = str(exc) or "the engine rejected the request"
+    code = "context_length_exceeded" if "context" in message.lower() else "invalid_value"
+    return APIError(400, message, code=code)
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str | None, str]:
+    errors = exc.errors()
+    if not errors:
+        return "invalid request body", None, "invalid_request"
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ()) if part != "body"]
+    param = ".".join(loc) or None
+    if first.get("type") == "json_invalid":
+        return f"the request body is not valid JSON: {first.get('msg', '')}", None, "invalid_json"
+    where = f" at '{param}'" if param else ""
+    extra = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{first.get('msg', 'invalid value')}{where}{extra}", param, "invalid_request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every failure through OpenAI's error body; 422 becomes 400 as OpenAI clients expect."""
+
+    @app.exception_handler(APIError)
+    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        message, param, code = _validation_message(exc)
+        return APIError(400, message, param=param, code=code).response()
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = exc.detail if isinstance(exc.detail, str) else "request failed"
+        if exc.status_code == 404:
+            message = "unknown endpoint; see /docs for the routes this server offers"
+        return APIError(exc.status_code, message, headers=dict(exc.headers or {})).response()
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error in the gateway")
+        return APIError(500, f"internal error: {type(exc).__name__}", type="server_error").response()

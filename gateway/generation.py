@@ -1,0 +1,167 @@
+"""The path every generation takes, whatever the endpoint: admit, stream from the worker,
+observe (metrics, trace, per-template stats, dashboard history), and abort on disconnect.
+
+Routes build `Job`s and turn the deltas into their own wire format.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+
+from .errors import APIError, from_engine_error
+from .prompt_stats import RequestTags
+from .state import AppState, request_log
+from .telemetry import fail_request_span, finish_request_span, start_request_span
+from .worker import Delta, WorkRequest
+
+T = TypeVar("T")
+DISCONNECT_POLL_S = 0.25
+
+
+@dataclass(frozen=True)
+class Job:
+    """One prompt to generate from, with who sent it and what the SDK said about it."""
+
+    endpoint: str  # "chat" | "completions" | "generate": a metrics label
+    operation: str  # GenAI operation name: "chat" | "text_completion" | "generate"
+    tenant: str
+    tags: RequestTags
+    request: WorkRequest
+    static_tokens: int = 0
+    prompt_text: str | None = None  # logged only with --log-requests
+
+    def validate(self, state: AppState) -> None:
+        try:
+            state.worker.validate(self.request)
+        except ValueError as exc:
+            raise from_engine_error(exc) from None
+
+
+def log_job(state: AppState, job: Job) -> None:
+    """Prompt text reaches the log only when the operator asked for it with --log-requests."""
+    if state.config.log_requests:
+        request_log.info("rid=%s tenant=%s template=%s prompt=%r", job.request.rid, job.tenant,
+                         job.tags.template, job.prompt_text if job.prompt_text is not None else job.request.input_ids)
+
+
+async def run(state: AppState, job: Job) -> AsyncIterator[Delta]:
+    """Stream the job's deltas. The last one carries `output`. Closing this generator aborts the
+    engine request (its pages are freed); errors become `APIError`."""
+    r = job.request
+    sampling = {"max_tokens": r.max_new_tokens, "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed}
+    span = start_request_span(state.tracer, job.operation, state.model_name, job.tenant, job.tags.template, sampling)
+    log_job(state, job)
+    start = time.perf_counter()
+    first_token_at: float | None = None
+    last_token_at = start
+    gaps: list[float] = []
+    state.num_queued += 1
+    is_queued = True
+    outcome = "aborted"
+    try:
+        async with aclosing(state.worker.stream(r)) as deltas:
+            async for delta in deltas:
+                now = time.perf_counter()
+                if delta.token_ids:
+                    if first_token_at is None:
+                        first_token_at = now
+                    else:
+                        gaps.append(now - last_token_at)
+                    last_token_at = now
+                if is_queued and (delta.token_ids or delta.finished):
+                    state.num_queued -= 1
+                    is_queued = False
+                if delta.output is not None:
+                    outcome = "ok"
+                    _observe(state, job, delta, span, start, first_token_at, gaps)
+                yield delta
+    except ValueError as exc:
+        outcome = "invalid"
+        fail_request_span(span, "invalid_request", str(exc))
+        raise from_engine_error(exc) from None
+    finally:
+        if is_queued:
+            state.num_queued -= 1
+        if outcome != "ok":
+            state.metrics.observe_failed(job.endpoint, outcome)
+            if outcome == "aborted":
+                fail_request_span(span, "aborted", "the client went away or the request was cancelled")
+
+
+def _observe(state: AppState, job: Job, delta: Delta, span: Any, start: float,
+             first_token_at: float | None, gaps: list[float]) -> None:
+    out = delta.output
+    assert out is not None
+    end = time.perf_counter()
+    ttft = first_token_at - start if first_token_at is not None else None
+    times = out.times or {}
+    queue_time = times["scheduled"] - times["arrival"] if "scheduled" in times and "arrival" in times else None
+    completion_tokens = len(out.token_ids)
+    recomputed_static = max(0, job.static_tokens - out.cached_tokens)
+    state.metrics.observe_finished(
+        endpoint=job.endpoint, template=job.tags.template, prompt_tokens=out.prompt_tokens,
+        completion_tokens=completion_tokens, cached_tokens=out.cached_tokens, recomputed_static=recomputed_static,
+        ttft=ttft, e2e=end - start, queue_time=queue_time, token_gaps=gaps)
+    state.prompt_stats.record(job.tenant, job.tags, out.prompt_tokens, out.cached_tokens, job.static_tokens)
+    state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft)
+    state.limiter.charge_tokens(job.tenant, completion_tokens)
+    finish_request_span(state.tracer, span, model=state.model_name, rid=out.rid, prompt_tokens=out.prompt_tokens,
+                        completion_tokens=completion_tokens, cached_tokens=out.cached_tokens,
+                        finish_reason=out.finish_reason, times=times)
+
+
+async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
+    """Interleave several streams as `(index, item)`; closing the merge closes every stream."""
+    if len(streams) == 1:
+        async with aclosing(streams[0]) as only:
+            async for item in only:
+                yield 0, item
+        return
+    queue: asyncio.Queue[tuple[int, Any, BaseException | None, bool]] = asyncio.Queue()
+
+    async def pump(index: int, stream: AsyncIterator[T]) -> None:
+        try:
+            async with aclosing(stream) as items:
+                async for item in items:
+                    await queue.put((index, item, None, False))
+        except Exception as exc:
+            await queue.put((index, None, exc, True))
+            return
+        await queue.put((index, None, None, True))
+
+    tasks = [asyncio.create_task(pump(i, s)) for i, s in enumerate(streams)]
+    try:
+        remaining = len(tasks)
+        while remaining:
+            index, item, error, done = await queue.get()
+            if error is not None:
+                raise error
+            if done:
+                remaining -= 1
+                continue
+            yield index, item
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def until_disconnected(work: Awaitable[T], is_disconnected: Callable[[], Awaitable[bool]]) -> T:
+    """Await `work`, cancelling it (and so aborting its engine requests) if the client leaves."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await is_disconnected():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise APIError(499, "the client closed the connection", code="client_closed_request")
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

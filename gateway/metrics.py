@@ -1,0 +1,149 @@
+"""Prometheus metrics on a per-app registry, under the names SGLang and vLLM users already graph.
+
+Engine state (hit rate, KV usage, queue lengths, prefix-cache counters) is read from the
+worker at scrape time by `EngineCollector`; request latencies and token counts are observed
+by the gateway as requests finish. Template labels are bounded: the first `max_template_labels`
+templates seen keep their own label, later ones are counted under `other`, so a label never
+moves and counters stay monotone.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+OTHER_TEMPLATE = "other"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+# `*_created` series double the output and no SGLang/vLLM dashboard reads them.
+disable_created_metrics()
+
+
+class EngineCollector(Collector):
+    """Reads `worker.stats()` on each scrape, so gauges are never stale."""
+
+    def __init__(self, stats: Callable[[], dict[str, Any]], model_name: str,
+                 num_gateway_queued: Callable[[], int]) -> None:
+        self._stats = stats
+        self._model = model_name
+        self._num_gateway_queued = num_gateway_queued
+
+    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, doc, labels=["model_name"])
+        family.add_metric([self._model], float(value))
+        return family
+
+    def _counter(self, name: str, doc: str, value: float) -> CounterMetricFamily:
+        family = CounterMetricFamily(name, doc, labels=["model_name"])
+        family.add_metric([self._model], float(value))
+        return family
+
+    def collect(self) -> Iterable[Metric]:
+        s = self._stats()
+        running, waiting = s.get("num_running_reqs", 0), s.get("num_waiting_reqs", 0)
+        usage = s.get("token_usage", 0.0)
+        yield self._gauge("sglang:cache_hit_rate", "Prompt tokens served from cache / prompt tokens queried, since start.",
+                          s.get("cache_hit_rate", 0.0))
+        yield self._gauge("sglang:token_usage", "KV tokens held by running requests / KV capacity.", usage)
+        yield self._gauge("sglang:num_running_reqs", "Requests in the running batch.", running)
+        yield self._gauge("sglang:num_queue_reqs", "Requests waiting in the engine's queue.", waiting)
+        yield self._gauge("sglang:max_total_num_tokens", "KV capacity in tokens.", s.get("max_total_num_tokens", 0))
+        yield self._counter("radixgate:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
+                            s.get("prefix_cache_queries", 0))
+        yield self._counter("radixgate:prefix_cache_hits", "Prompt tokens served from the prefix cache (any tier).",
+                            s.get("prefix_cache_hits", 0))
+        tiers = CounterMetricFamily("radixgate:prefix_cache_tier_hits", "Prompt tokens served from cache, by tier.",
+                                    labels=["model_name", "tier"])
+        by_tier = s.get("prefix_cache_hits_by_tier") or {"device": s.get("prefix_cache_hits", 0)}
+        for tier, hits in sorted(by_tier.items()):
+            tiers.add_metric([self._model, str(tier)], float(hits))
+        yield tiers
+        for key in ("available_tokens", "evictable_tokens", "protected_tokens"):
+            if key in s:
+                yield self._gauge(f"radixgate:kv_{key}", f"KV pool accounting: {key.replace('_', ' ')}.", s[key])
+        yield self._gauge("radixgate:gateway_queued_requests", "Requests admitted by the gateway, no token yet.",
+                          self._num_gateway_queued())
+        # The names Kubernetes inference gateways (Gateway API Inference Extension, llm-d) scrape.
+        yield self._gauge("vllm:num_requests_waiting", "Requests waiting (vLLM name).", waiting)
+        yield self._gauge("vllm:num_requests_running", "Requests running (vLLM name).", running)
+        yield self._gauge("vllm:kv_cache_usage_perc", "KV cache usage, 0..1 (vLLM name).", usage)
+        yield self._gauge("vllm:gpu_cache_usage_perc", "KV cache usage, 0..1 (older vLLM name).", usage)
+
+
+class Metrics:
+    """All the gateway's metrics, registered on one registry that belongs to one app."""
+
+    def __init__(self, model_name: str, stats: Callable[[], dict[str, Any]],
+                 num_gateway_queued: Callable[[], int], max_template_labels: int = 20) -> None:
+        self.registry = CollectorRegistry()
+        self.model_name = model_name
+        self.max_template_labels = max_template_labels
+        self._template_labels: set[str] = set()
+        self._lock = threading.Lock()
+        r, m = self.registry, ["model_name"]
+        self.registry.register(EngineCollector(stats, model_name, num_gateway_queued))
+        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Time to first token, at the gateway.",
+                              m, buckets=LATENCY_BUCKETS, registry=r)
+        self.inter_token = Histogram("sglang:inter_token_latency_seconds", "Gap between streamed tokens.",
+                                     m, buckets=TOKEN_GAP_BUCKETS, registry=r)
+        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Request latency, arrival to last token.",
+                             m, buckets=LATENCY_BUCKETS, registry=r)
+        self.queue_time = Histogram("sglang:queue_time_seconds", "Engine arrival to first scheduling.",
+                                    m, buckets=LATENCY_BUCKETS, registry=r)
+        self.prompt_tokens = Counter("sglang:prompt_tokens", "Prompt tokens processed.", m, registry=r)
+        self.generation_tokens = Counter("sglang:generation_tokens", "Tokens generated.", m, registry=r)
+        self.cached_tokens = Counter("sglang:cached_tokens", "Prompt tokens served from cache.", m, registry=r)
+        self.requests = Counter("radixgate:requests", "Finished requests by endpoint and outcome.",
+                                ["model_name", "endpoint", "outcome"], registry=r)
+        self.rejections = Counter("radixgate:rejected_requests", "Requests refused before the engine, by reason.",
+                                  ["reason"], registry=r)
+        t = ["model_name", "template"]
+        self.template_requests = Counter("radixgate:template_requests", "Requests per prompt template.", t, registry=r)
+        self.template_prompt_tokens = Counter("radixgate:template_prompt_tokens", "Prompt tokens per template.",
+                                              t, registry=r)
+        self.template_cached_tokens = Counter("radixgate:template_cached_tokens", "Cached prompt tokens per template.",
+                                              t, registry=r)
+        self.template_recomputed_static = Counter("radixgate:template_recomputed_static_tokens",
+                                                  "Static-prefix tokens recomputed (not cached) per template.",
+                                                  t, registry=r)
+
+    def template_label(self, template: str) -> str:
+        with self._lock:
+            if template in self._template_labels:
+                return template
+            if len(self._template_labels) < self.max_template_labels:
+                self._template_labels.add(template)
+                return template
+        return OTHER_TEMPLATE
+
+    def observe_finished(self, *, endpoint: str, template: str, prompt_tokens: int, completion_tokens: int,
+                         cached_tokens: int, recomputed_static: int, ttft: float | None, e2e: float,
+                         queue_time: float | None, token_gaps: list[float]) -> None:
+        model = self.model_name
+        self.requests.labels(model, endpoint, "ok").inc()
+        self.prompt_tokens.labels(model).inc(prompt_tokens)
+        self.generation_tokens.labels(model).inc(completion_tokens)
+        self.cached_tokens.labels(model).inc(cached_tokens)
+        if ttft is not None:
+            self.ttft.labels(model).observe(ttft)
+        if queue_time is not None:
+            self.queue_time.labels(model).observe(max(0.0, queue_time))
+        self.e2e.labels(model).observe(e2e)
+        gaps = self.inter_token.labels(model)
+        for gap in token_gaps:
+            gaps.observe(gap)
+        label = self.template_label(template)
+        self.template_requests.labels(model, label).inc()
+        self.template_prompt_tokens.labels(model, label).inc(prompt_tokens)
+        self.template_cached_tokens.labels(model, label).inc(cached_tokens)
+        self.template_recomputed_static.labels(model, label).inc(recomputed_static)
+
+    def observe_failed(self, endpoint: str, outcome: str) -> None:
+        self.requests.labels(self.model_name, endpoint, outcome).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

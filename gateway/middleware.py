@@ -1,0 +1,90 @@
+"""ASGI middleware that runs before routing: the body-size limit (413) and API-key checks (401).
+
+Both answer with OpenAI's error body. Auth runs before the body is parsed, so a client
+without a key learns nothing about the request's validity.
+"""
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from .auth import Authenticator
+from .config import DEFAULT_TENANT
+from .errors import APIError
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# No key needed: liveness, and the dashboard's static shell (it holds no data; its fetches send the key).
+PUBLIC_PATHS = frozenset({"/health", "/dashboard"})
+
+
+async def _send_error(send: Send, error: APIError) -> None:
+    response = error.response()
+    await send({"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
+class AuthMiddleware:
+    """Sets `scope["state"]["tenant"]` from the bearer key, or answers 401."""
+
+    def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        tenant = DEFAULT_TENANT
+        if self.auth.enabled and scope["path"] not in PUBLIC_PATHS:
+            header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None)
+            try:
+                tenant = self.auth.tenant_for(header)
+            except APIError as error:
+                return await _send_error(send, error)
+        scope.setdefault("state", {})["tenant"] = tenant
+        await self.app(scope, receive, send)
+
+
+class BodyLimitMiddleware:
+    """Reads request bodies up to `max_bytes` and replays them; larger ones get 413."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> APIError:
+        return APIError(413, f"request body larger than {self.max_bytes} bytes; send a shorter prompt",
+                        code="request_too_large")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            return await _send_error(send, self._too_large())
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left before sending the whole body
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                return await _send_error(send, self._too_large())
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        is_replayed = False
+
+        async def replay() -> Message:
+            nonlocal is_replayed
+            if not is_replayed:
+                is_replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()  # later calls see http.disconnect, so aborts still work
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,59 @@
+"""Pydantic schemas for SGLang's native endpoints (`/generate`, `/server_info`, `/flush_cache`)."""
+from __future__ import annotations
+
+from typing import Any, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class NativeSamplingParams(BaseModel):
+    """SGLang's `sampling_params` object (the subset this engine implements)."""
+
+    model_config = ConfigDict(extra="ignore")
+    max_new_tokens: int = Field(default=128, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=-1, ge=-1)
+    min_p: float = Field(default=0.0, ge=0.0, le=1.0)
+    seed: int | None = None
+    stop: Union[str, list[str], None] = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+
+
+class GenerateRequest(BaseModel):
+    """`text` or `input_ids`, exactly one of them."""
+
+    model_config = ConfigDict(extra="ignore")
+    text: str | None = None
+    input_ids: list[int] | None = None
+    sampling_params: NativeSamplingParams = Field(default_factory=NativeSamplingParams)
+    stream: bool = False
+    rid: str | None = Field(default=None, max_length=128)
+    metadata: dict[str, str] | None = None
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> "GenerateRequest":
+        if (self.text is None) == (self.input_ids is None):
+            raise ValueError("send exactly one of 'text' or 'input_ids'")
+        return self
+
+
+class MetaInfo(BaseModel):
+    id: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    finish_reason: dict[str, Any] | None
+    e2e_latency: float | None = None
+
+
+class GenerateResponse(BaseModel):
+    text: str
+    output_ids: list[int]
+    meta_info: MetaInfo
+
+
+class FlushCacheResponse(BaseModel):
+    success: bool
+    message: str

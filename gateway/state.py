@@ -1,0 +1,69 @@
+"""`AppState`: everything a running gateway holds, created once by `create_app`."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Tracer
+
+from .auth import Authenticator, cache_salt_for
+from .config import GatewayConfig
+from .errors import APIError
+from .metrics import Metrics
+from .prompt_stats import PromptStats
+from .rate_limit import RateLimiter
+from .timeseries import TimeSeries
+from .worker import Worker
+
+request_log = logging.getLogger("radixgate.gateway.requests")
+
+
+@dataclass
+class AppState:
+    config: GatewayConfig
+    worker: Worker
+    auth: Authenticator
+    limiter: RateLimiter
+    metrics: Metrics
+    tracer: Tracer
+    tracer_provider: TracerProvider | None
+    prompt_stats: PromptStats
+    history: TimeSeries
+    owns_worker: bool
+    started_at: float = field(default_factory=time.time)
+    # Admitted requests with no token yet; only touched on the event loop thread.
+    num_queued: int = 0
+
+    @property
+    def model_name(self) -> str:
+        return self.config.served_model_name or self.worker.model_name
+
+    def cache_salt(self, tenant: str) -> str | None:
+        return cache_salt_for(tenant, self.auth.enabled)
+
+    def check_model(self, model: str) -> None:
+        """OpenAI answers an unknown model with 404 `model_not_found`; so do we."""
+        if model not in (self.model_name, self.worker.model_name):
+            raise APIError(404, f"the model '{model}' does not exist; this server serves '{self.model_name}' "
+                                "(see /v1/models)", code="model_not_found", param="model")
+
+    def admit(self, tenant: str, prompt_tokens: int, endpoint: str) -> None:
+        """Refuse before touching the engine: 503 when the queue is full, 429 over a tenant's rate."""
+        limit = self.config.max_queued_requests
+        if limit is not None and self.num_queued >= limit:
+            self.metrics.rejections.labels("queue_full").inc()
+            raise APIError(503, f"the server has {self.num_queued} requests waiting (limit {limit}); retry shortly",
+                           code="queue_full", headers={"Retry-After": "1"})
+        try:
+            self.limiter.check_and_charge(tenant, prompt_tokens)
+        except APIError:
+            self.metrics.rejections.labels("rate_limit").inc()
+            raise
+
+    def stats(self) -> dict[str, Any]:
+        stats = self.worker.stats()
+        self.history.sample(stats)
+        return stats

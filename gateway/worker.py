@@ -1,0 +1,130 @@
+"""The one interface the routes use to reach an engine, and its co-located implementation.
+
+A worker takes token ids and sampling settings, streams deltas, aborts, reports stats and
+flushes its cache. `LocalWorker` wraps the in-process `radixgate.engine.Engine`; a later
+router can add workers that speak HTTP to other servers without touching the routes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Protocol, Sequence
+
+FALLBACK_CHAT_ROLE_TAG = "<|{role}|>\n{content}\n"
+
+
+@dataclass(frozen=True)
+class WorkRequest:
+    """One generation. `cache_salt` isolates tenants' prefix caches; it never comes from a client."""
+
+    rid: str
+    input_ids: list[int]
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
+    ignore_eos: bool = False
+    cache_salt: str | None = None
+
+
+class Output(Protocol):
+    """The final result of a request (the engine's `GenerateOutput` has these fields)."""
+
+    rid: str
+    token_ids: list[int]
+    text: str
+    prompt_tokens: int
+    cached_tokens: int
+    finish_reason: str
+    times: dict[str, float]
+
+
+class Delta(Protocol):
+    """A piece of a stream; `output` is set on the final delta only."""
+
+    token_ids: list[int]
+    text: str
+    finished: bool
+    output: Output | None
+
+
+class Worker(Protocol):
+    """What the gateway needs from an engine, local or remote."""
+
+    model_name: str
+    context_len: int
+
+    def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]: ...
+    def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str: ...
+    def validate(self, request: WorkRequest) -> None:
+        """Raise ValueError, with a message saying what to change, if the engine would reject it."""
+    def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
+        """Stream deltas; closing the iterator early aborts the request and frees its pages."""
+    def abort(self, rid: str) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
+    def flush_cache(self) -> bool: ...
+    def check_idle_invariant(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class LocalWorker:
+    """The co-located engine: its loop runs on a background thread, bridged to asyncio by `Engine.stream`."""
+
+    def __init__(self, engine: Any) -> None:
+        from radixgate.engine import SamplingParams  # heavy import, only when serving
+
+        self.engine = engine
+        self._sampling_cls = SamplingParams
+        self.model_name: str = engine.model_name
+        self.context_len: int = engine.context_len
+        self.tokenizer = engine.tokenizer
+
+    @classmethod
+    def from_config(cls, engine_config: Any) -> "LocalWorker":
+        from radixgate.engine import Engine
+
+        return cls(Engine(engine_config))
+
+    def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+    def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            kwargs = {"tools": tools} if tools else {}
+            return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
+                                                      tokenize=False, **kwargs)
+        # A checkpoint without a chat template still gets a readable, stable prompt.
+        parts = [FALLBACK_CHAT_ROLE_TAG.format(role=m["role"], content=m["content"]) for m in messages]
+        return "".join(parts) + "<|assistant|>\n"
+
+    def _sampling(self, request: WorkRequest) -> Any:
+        return self._sampling_cls(
+            max_new_tokens=request.max_new_tokens, temperature=request.temperature, top_p=request.top_p,
+            top_k=request.top_k, min_p=request.min_p, seed=request.seed,
+            stop=list(request.stop) or None, stop_token_ids=list(request.stop_token_ids) or None,
+            ignore_eos=request.ignore_eos)
+
+    def validate(self, request: WorkRequest) -> None:
+        self.engine.validate(request.input_ids, self._sampling(request))
+
+    def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
+        return self.engine.stream(input_ids=request.input_ids, sampling=self._sampling(request),
+                                  cache_salt=request.cache_salt, rid=request.rid)
+
+    def abort(self, rid: str) -> None:
+        self.engine.abort(rid)
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self.engine.stats())
+
+    def flush_cache(self) -> bool:
+        return bool(self.engine.flush_cache())
+
+    def check_idle_invariant(self) -> None:
+        self.engine.check_idle_invariant()
+
+    def close(self) -> None:
+        self.engine.shutdown()
