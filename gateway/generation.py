@@ -34,10 +34,17 @@ class Job:
     prompt_text: str | None = None  # logged only with --log-requests
 
     def validate(self, state: AppState) -> None:
+        """Reject what the engine would reject, plus outputs that cannot fit the context (as vLLM does)."""
         try:
             state.worker.validate(self.request)
         except ValueError as exc:
             raise from_engine_error(exc) from None
+        num_prompt, context = len(self.request.input_ids), state.worker.context_len
+        if num_prompt + self.request.max_new_tokens > context:
+            raise APIError(400, f"this model's context is {context} tokens, but the request asks for "
+                                f"{num_prompt + self.request.max_new_tokens} ({num_prompt} in the prompt, "
+                                f"{self.request.max_new_tokens} to generate); shorten the prompt or lower max_tokens",
+                           param="max_tokens", code="context_length_exceeded")
 
 
 def log_job(state: AppState, job: Job) -> None:

@@ -110,6 +110,10 @@ class Metrics:
         self.template_recomputed_static = Counter("radixgate:template_recomputed_static_tokens",
                                                   "Static-prefix tokens recomputed (not cached) per template.",
                                                   t, registry=r)
+        # Export zeros before the first request, so dashboards see the series from the start.
+        for metric in (self.ttft, self.inter_token, self.e2e, self.queue_time, self.prompt_tokens,
+                       self.generation_tokens, self.cached_tokens):
+            metric.labels(model_name)
 
     def template_label(self, template: str) -> str:
         with self._lock:

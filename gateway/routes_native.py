@@ -2,6 +2,7 @@
 `/server_info` (alias `/get_server_info`), `/metrics`, `/v1/prompt_stats`, and a debug check."""
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from contextlib import aclosing
@@ -107,7 +108,7 @@ async def health() -> dict[str, str]:
 @router.post("/flush_cache", response_model=FlushCacheResponse, responses=ERRORS)
 async def flush_cache(request: Request) -> dict[str, Any]:
     """Drop every cached prefix; refused (400) while requests are running."""
-    if not _state(request).worker.flush_cache():
+    if not await asyncio.to_thread(_state(request).worker.flush_cache):
         raise APIError(400, "cannot flush the cache while requests are running; retry when the server is idle",
                        code="cache_busy")
     return {"success": True, "message": "cache flushed"}
@@ -168,7 +169,7 @@ async def check_idle_invariant(request: Request) -> dict[str, Any]:
     if not state.config.enable_debug_endpoints:
         raise APIError(404, "debug endpoints are off; start the server with --enable-debug-endpoints")
     try:
-        state.worker.check_idle_invariant()
+        await asyncio.to_thread(state.worker.check_idle_invariant)
     except AssertionError as exc:
         raise APIError(409, f"idle invariant violated: {exc}", code="invariant_violated") from None
     return {"ok": True, "stats": state.stats()}

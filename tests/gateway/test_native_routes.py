@@ -1,0 +1,69 @@
+"""SGLang's native endpoints: /generate, /health, /flush_cache, /server_info, /get_server_info."""
+from __future__ import annotations
+
+import json
+
+from fastapi.testclient import TestClient
+
+
+def test_generate_text_and_ids(client: TestClient, worker) -> None:
+    body = {"text": "native generate", "sampling_params": {"max_new_tokens": 4, "temperature": 0}}
+    r = client.post("/generate", json=body)
+    assert r.status_code == 200
+    out = r.json()
+    meta = out["meta_info"]
+    assert meta["completion_tokens"] == len(out["output_ids"]) == 4
+    assert meta["prompt_tokens"] == len(worker.tokenize("native generate"))
+    assert meta["finish_reason"] == {"type": "length", "length": 4}
+    again = client.post("/generate", json={"input_ids": worker.tokenize("native generate"),
+                                           "sampling_params": body["sampling_params"]}).json()
+    assert again["output_ids"] == out["output_ids"]
+    assert again["meta_info"]["cached_tokens"] > 0
+
+
+def test_generate_stream_sends_cumulative_text(client: TestClient) -> None:
+    r = client.post("/generate", json={"text": "native stream", "stream": True,
+                                       "sampling_params": {"max_new_tokens": 4, "temperature": 0}})
+    blocks = [b[len("data: "):] for b in r.text.split("\n\n") if b]
+    assert blocks[-1] == "[DONE]"
+    events = [json.loads(b) for b in blocks[:-1]]
+    texts = [e["text"] for e in events]
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
+    assert events[-1]["meta_info"]["finish_reason"]["type"] == "length"
+    assert events[-1]["meta_info"]["completion_tokens"] == 4
+
+
+def test_health(client: TestClient) -> None:
+    assert client.get("/health").json() == {"status": "ok"}
+
+
+def test_server_info_has_sglang_top_level_fields(client: TestClient) -> None:
+    client.post("/v1/completions", json={"model": "tiny", "prompt": "info", "max_tokens": 1})
+    for path in ("/server_info", "/get_server_info"):
+        info = client.get(path).json()
+        assert isinstance(info["cache_hit_rate"], float) and 0.0 <= info["cache_hit_rate"] <= 1.0
+        assert info["token_usage"] == 0.0  # idle: cached tokens no request holds do not count
+        assert info["max_total_num_tokens"] > 0
+        assert info["served_model_name"] == "tiny"
+        assert info["gateway"]["auth_enabled"] is False
+
+
+def test_flush_cache_then_no_hit(client: TestClient, long_prefix) -> None:
+    body = {"model": "tiny", "prompt": long_prefix("flush"), "max_tokens": 1}
+    client.post("/v1/completions", json=body)
+    assert client.post("/v1/completions", json=body).json()["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+    r = client.post("/flush_cache")
+    assert r.status_code == 200 and r.json()["success"] is True
+    assert client.post("/v1/completions", json=body).json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def test_debug_endpoint_is_off_unless_enabled(client: TestClient, make_client) -> None:
+    assert client.get("/debug/check_idle_invariant").status_code == 404
+    assert make_client(enable_debug_endpoints=True).get("/debug/check_idle_invariant").json()["ok"] is True
+
+
+def test_openapi_lists_the_routes(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in ("/v1/chat/completions", "/v1/completions", "/v1/models", "/generate", "/health", "/flush_cache",
+                 "/server_info", "/get_server_info", "/metrics", "/v1/prompt_stats", "/dashboard"):
+        assert path in paths, path
