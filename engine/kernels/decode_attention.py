@@ -65,7 +65,7 @@ def _decode_split_kernel(
         m_i = m_new
 
     # An empty split (more splits than tokens) stores o = 0 with lse = -inf, which pass 2 weighs 0.
-    lse = m_i + tl.log(l_i)
+    lse = tl.where(l_i > 0, m_i + tl.log(tl.where(l_i > 0, l_i, 1.0)), float("-inf"))
     o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
     tl.store(mid_o_ptr + b * stride_mob + offs_h[:, None] * stride_moh + split * stride_mos + offs_d[None, :],
              o, mask=mask_h[:, None] & mask_d[None, :])
