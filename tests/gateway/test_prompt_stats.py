@@ -1,0 +1,84 @@
+"""Per-template statistics: the aggregation, and /v1/prompt_stats fed by request metadata."""
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from radixgate.gateway.prompt_stats import PromptStats, RequestTags, estimate_static_tokens
+
+FIELDS = {"template", "source", "requests", "prompt_tokens", "cached_tokens", "hit_rate", "static_prefix_tokens",
+          "distinct_static_prefixes", "recomputed_static_tokens"}
+
+
+def test_aggregation_counts_recomputed_static_tokens() -> None:
+    stats = PromptStats()
+    tags = RequestTags("bot", "app/bot.py:42", "h1", 4000)
+    stats.record("t", tags, prompt_tokens=1200, cached_tokens=0, static_tokens=1000)
+    stats.record("t", tags, prompt_tokens=1200, cached_tokens=1000, static_tokens=1000)
+    stats.record("t", RequestTags("bot", "app/bot.py:42", "h2", 4000), 1200, 400, 1000)
+    row, = stats.snapshot()["templates"]
+    assert set(row) == FIELDS
+    assert row["requests"] == 3 and row["prompt_tokens"] == 3600 and row["cached_tokens"] == 1400
+    assert row["recomputed_static_tokens"] == 1000 + 0 + 600
+    assert row["distinct_static_prefixes"] == 2
+    assert row["hit_rate"] == round(1400 / 3600, 4)
+    assert row["source"] == "app/bot.py:42"
+
+
+def test_rows_sorted_by_recomputed_static_tokens_and_tenants_filtered() -> None:
+    stats = PromptStats()
+    stats.record("a", RequestTags("small"), 100, 0, 10)
+    stats.record("a", RequestTags("big"), 100, 0, 90)
+    stats.record("b", RequestTags("secret"), 100, 0, 50)
+    assert [r["template"] for r in stats.snapshot()["templates"]] == ["big", "secret", "small"]
+    assert [r["template"] for r in stats.snapshot("a")["templates"]] == ["big", "small"]
+
+
+def test_template_count_is_bounded() -> None:
+    stats = PromptStats(max_templates=2)
+    for name in ("a", "b", "c", "d"):
+        stats.record("t", RequestTags(name), 10, 0, 0)
+    rows = {r["template"]: r["requests"] for r in stats.snapshot()["templates"]}
+    assert rows == {"a": 1, "b": 1, "(other)": 2}
+
+
+def test_metadata_parsing_tolerates_junk() -> None:
+    assert RequestTags.from_metadata(None).template == "(untagged)"
+    tags = RequestTags.from_metadata({"prompt_template": "x", "static_prefix_chars": "lots"})
+    assert tags.template == "x" and tags.static_prefix_chars is None
+    assert RequestTags.from_metadata({"static_prefix_chars": "-3"}).static_prefix_chars is None
+
+
+def test_static_token_estimate() -> None:
+    assert estimate_static_tokens(None, 100, 50) == 0
+    assert estimate_static_tokens(50, 100, 40) == 20
+    assert estimate_static_tokens(500, 100, 40) == 40
+    assert estimate_static_tokens(50, 100, 40, measured=17) == 17
+
+
+def test_endpoint_reports_templates_from_metadata(client: TestClient, long_prefix) -> None:
+    static = long_prefix("stats-endpoint")
+    meta = {"prompt_template": "support-bot", "prompt_source": "app/bot.py:42", "static_prefix_hash": "abc",
+            "static_prefix_chars": str(len(static))}
+    for question in ("q1", "q2", "q3"):
+        r = client.post("/v1/completions", json={"model": "tiny", "prompt": f"{static} {question}",
+                                                 "max_tokens": 1, "metadata": meta})
+        assert r.status_code == 200
+    client.post("/v1/completions", json={"model": "tiny", "prompt": "untagged", "max_tokens": 1})
+    rows = {r["template"]: r for r in client.get("/v1/prompt_stats").json()["templates"]}
+    bot = rows["support-bot"]
+    assert set(bot) == FIELDS
+    assert bot["requests"] == 3 and bot["source"] == "app/bot.py:42" and bot["distinct_static_prefixes"] == 1
+    assert bot["static_prefix_tokens"] > 0.9 * (bot["prompt_tokens"] / 3) - 10
+    # computed once, then served from cache (up to the last partial page)
+    assert bot["static_prefix_tokens"] <= bot["recomputed_static_tokens"] <= bot["static_prefix_tokens"] + 10
+    assert rows["(untagged)"]["requests"] == 1
+    assert "stats-endpoint" not in client.get("/v1/prompt_stats").text  # no prompt text
+
+
+def test_chat_metadata_uses_the_character_ratio(client: TestClient, long_prefix) -> None:
+    static = long_prefix("chat-stats", sentences=20)
+    meta = {"prompt_template": "chat-t", "static_prefix_chars": str(len(static))}
+    client.post("/v1/chat/completions", json={"model": "tiny", "max_tokens": 1, "metadata": meta, "messages": [
+        {"role": "system", "content": static}, {"role": "user", "content": "dynamic part " * 20}]})
+    row = next(r for r in client.get("/v1/prompt_stats").json()["templates"] if r["template"] == "chat-t")
+    assert 0 < row["static_prefix_tokens"] < row["prompt_tokens"]
