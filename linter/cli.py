@@ -1,7 +1,168 @@
-"""promptlint's command line (placeholder until the promptlint issue lands)."""
+"""`promptlint`: the command line, shaped like ruff's.
+
+Exit status: 0 no findings, 1 findings, 2 promptlint itself failed (bad configuration, an
+unreadable or unparsable file, unreadable statistics): its message on stderr, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import os
 import sys
+from pathlib import Path
+from typing import Iterator
+
+from . import fixes, reporters
+from .rules import RULES, explain
+from .settings import ConfigError, Settings, find_pyproject, load_settings
+from .violation import Violation
+
+_SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", ".tox",
+                        ".nox", "build", "dist", ".mypy_cache", ".ruff_cache", ".pytest_cache",
+                        "site-packages", ".eggs"})
+
+
+class ToolFailure(Exception):
+    """promptlint could not do its job; exit status 2 with this message."""
+
+
+def _codes(values: list[str] | None) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    return tuple(c.strip().upper() for v in values for c in v.split(",") if c.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="promptlint", description="Find cache-hostile prompt construction in Python code.")
+    p.add_argument("paths", nargs="*", help="files or folders to check (default: .)")
+    p.add_argument("--select", action="append", help="rule codes or prefixes to enable (replaces the default)")
+    p.add_argument("--extend-select", action="append", help="rule codes or prefixes to add")
+    p.add_argument("--ignore", action="append", help="rule codes or prefixes to disable")
+    p.add_argument("--format", "--output-format", dest="format", default="text",
+                   choices=sorted(reporters.REPORTERS), help="output format (default: text)")
+    p.add_argument("--fix", action="store_true", help="apply safe fixes")
+    p.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    p.add_argument("--statistics", action="store_true", help="print counts per rule")
+    p.add_argument("--stats", metavar="URL_OR_FILE",
+                   help="the gateway's /v1/prompt_stats (URL) or a saved copy (file)")
+    p.add_argument("--explain", metavar="CODE", help="show a rule's documentation and exit")
+    p.add_argument("--config", metavar="PYPROJECT", help="read settings from this pyproject.toml")
+    p.add_argument("--isolated", action="store_true", help="ignore configuration files")
+    p.add_argument("--force-exclude", action="store_true",
+                   help="apply `exclude` to paths given on the command line too (pre-commit)")
+    p.add_argument("--min-static-tokens", type=int, help="KV301 threshold (default 1024)")
+    p.add_argument("--output-file", "-o", help="write the report here instead of stdout")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    return p
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    if args.isolated:
+        base = Settings()
+    elif args.config:
+        if not Path(args.config).is_file():
+            raise ConfigError(f"configuration file not found: {args.config}")
+        base = load_settings(Path(args.config))
+    else:
+        base = load_settings(find_pyproject(Path.cwd()))
+    return base.override(select=_codes(args.select),
+                         extend_select=(base.extend_select + (_codes(args.extend_select) or ())),
+                         ignore=(base.ignore + (_codes(args.ignore) or ())),
+                         min_static_tokens=args.min_static_tokens)
+
+
+def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Iterator[Path]:
+    """Python files under `paths`, excluded ones skipped (explicit files only with
+    `force_exclude`)."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            if not (force_exclude and settings.is_excluded(path)):
+                yield path
+        elif path.is_dir():
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS
+                                 and not settings.is_excluded(Path(folder) / d))
+                for name in sorted(files):
+                    file = Path(folder) / name
+                    if name.endswith((".py", ".pyi")) and not settings.is_excluded(file):
+                        yield file
+        else:
+            raise ToolFailure(f"{raw}: no such file or directory")
+
+
+def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -> list[Violation]:
+    """Lint one file, applying fixes when asked; the violations that remain."""
+    from .checker import ParseFailure, check_source
+
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ToolFailure(f"{path}: cannot read: {exc}") from None
+    filename = path.as_posix()
+    try:
+        found = fixes.attach(source, check_source(source, filename, settings))
+        if apply_fixes and any(v.fix for v in found):
+            fixed_source, count = fixes.apply(source, found, unsafe)
+            if count:
+                path.write_text(fixed_source, encoding="utf-8")
+                found = fixes.attach(fixed_source, check_source(fixed_source, filename, settings))
+    except ParseFailure as exc:
+        raise ToolFailure(str(exc)) from None
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.version:
+        from radixgate import __version__
+
+        print(f"promptlint {__version__}")
+        return 0
+    if args.explain:
+        if args.explain.upper() not in RULES:
+            raise ToolFailure(f"unknown rule {args.explain!r} (known: {', '.join(RULES)})")
+        print(explain(args.explain))
+        return 0
+    settings = _settings(args)
+    files = list(iter_files(args.paths or ["."], settings, args.force_exclude))
+    violations: list[Violation] = []
+    for path in files:
+        violations.extend(lint_file(path, settings, args.fix or args.unsafe_fixes, args.unsafe_fixes))
+    if args.stats:
+        from . import stats
+
+        try:
+            templates = stats.load(args.stats)
+        except stats.StatsError as exc:
+            raise ToolFailure(str(exc)) from None
+        violations = stats.apply(violations, templates, [f.as_posix() for f in files],
+                                 settings.is_enabled("KV901"))
+    report = reporters.statistics(violations) if args.statistics and args.format == "text" \
+        else reporters.REPORTERS[args.format](violations)
+    if args.output_file:
+        Path(args.output_file).write_text(report, encoding="utf-8")
+    else:
+        sys.stdout.write(report)
+    if not violations and args.format == "text" and not args.output_file:
+        print("All checks passed!")
+    return 0 if args.exit_zero or not violations else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("promptlint: not yet available", file=sys.stderr)
-    return 2
+    """Run promptlint with `argv` (default: the process arguments); return the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ToolFailure, ConfigError) as exc:
+        print(f"promptlint: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 2
+    except Exception as exc:  # a bug in promptlint must not read as a lint finding
+        print(f"promptlint: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

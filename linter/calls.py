@@ -1,0 +1,200 @@
+"""The shape of a call's result: taint sources, sanitizers, string methods, module functions."""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from . import names
+from .shape import (Change, Flaw, Kind, Part, Shape, derive, text, unknown, value, with_flaw,
+                    without_flaws)
+
+if TYPE_CHECKING:
+    from .evaluator import Evaluator
+    from .scope import Scope
+
+_SORT_SANITIZED = frozenset({"KV202", "KV203", "KV204"})
+SAME_SHAPE_METHODS = frozenset({"strip", "lstrip", "rstrip", "upper", "lower", "title",
+                                "capitalize", "casefold", "expandtabs", "encode", "decode"})
+_PASS_THROUGH = frozenset({"str", "repr", "format", "ascii", "list", "tuple", "reversed",
+                           "textwrap.dedent", "inspect.cleandoc", "textwrap.indent",
+                           "enumerate", "iter"})
+_SCALAR = frozenset({"len", "bool", "any", "all", "sum", "min", "max", "isinstance", "hash",
+                     "id", "type", "callable", "hasattr", "round", "abs"})
+_READ_METHODS = frozenset({"read", "read_text", "readlines", "read_bytes"})
+
+
+def _kwarg(node: ast.Call, name: str) -> ast.expr | None:
+    for kw in node.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def _is_true(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is True
+
+
+def _is_literal_data(node: ast.expr) -> bool:
+    """A dict/list display of constants: `json.dumps` of it is stable whatever the key order."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_literal_data(k) for k in node.keys) and \
+            all(_is_literal_data(v) for v in node.values)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_is_literal_data(e) for e in node.elts)
+    return False
+
+
+def rng_seeded(ev: "Evaluator", receiver: ast.expr, scope: "Scope") -> bool | None:
+    """Whether `receiver` is a seeded random generator; None when it is not a known one."""
+    if isinstance(receiver, ast.Name) and receiver.id in scope.rngs:
+        return scope.rngs[receiver.id]
+    return None
+
+
+def time_call(ev: "Evaluator", node: ast.Call, qual: str, scope: "Scope") -> Shape:
+    position = names.EXPLICIT_TIME_ARG.get(qual)
+    if position is not None and len(node.args) > position:
+        return derive(ev.shape(node.args[position], scope), node)
+    change = names.TIME_CALLS[qual]
+    if qual == "time.strftime" and node.args and isinstance(node.args[0], ast.Constant):
+        change = names.strftime_change(str(node.args[0].value))
+    return value(Kind.TIME, change, node, qual.rsplit(".", 2)[-2] + "." + qual.rsplit(".", 1)[-1]
+                 + "()")
+
+
+def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
+                hint: str | None) -> Shape | None:
+    """Shapes of method calls that promptlint understands; None for the rest."""
+    receiver = node.func.value  # type: ignore[attr-defined]
+    if attr == "format":
+        found = ev.literal(receiver, scope)
+        if found is not None:
+            args = [ev.shape(a, scope) for a in node.args if not isinstance(a, ast.Starred)]
+            kwargs = {kw.arg: ev.shape(kw.value, scope) for kw in node.keywords if kw.arg}
+            spread = [kw.value for kw in node.keywords if kw.arg is None]
+            return ev.fill(found[0], found[1], args, kwargs, fallback=True) if not spread \
+                else ev.fill(found[0], found[1], args, kwargs)
+    if attr == "join" and node.args:
+        sep = ev.shape(receiver, scope)
+        items = ev.element(node.args[0], scope)
+        return derive(items, node, None) if not sep else derive(items + sep, node, None)
+    if attr in ("strftime",):
+        recv = ev.shape(receiver, scope)
+        if recv and any(p.kind is Kind.TIME and p.change >= Change.PER_DAY for p in recv):
+            fmt = node.args[0] if node.args else None
+            change = names.strftime_change(fmt.value) if isinstance(fmt, ast.Constant) \
+                and isinstance(fmt.value, str) else Change.PER_REQUEST
+            change = min(change, max(p.change for p in recv))
+            return value(Kind.TIME, change, node, "strftime()")
+        return derive(recv, node)
+    if attr == "date":
+        recv = ev.shape(receiver, scope)
+        if recv and recv[0].kind is Kind.TIME:
+            return value(Kind.TIME, min(recv[0].change, Change.PER_DAY), node, "date()")
+    if attr in ("strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize",
+                "casefold", "isoformat", "ctime", "timestamp", "hex"):
+        return ev.shape(receiver, scope)
+    if attr in _READ_METHODS:
+        flaws = tuple(f for p in ev.shape(receiver, scope) for f in p.flaws)
+        return (Part(Kind.DOC, Change.NEVER, 0, node, hint or "file contents", flaws),)
+    if attr in names.LISTDIR_METHODS and not (ev.module.qualname(node.func) or "").startswith(
+            "glob."):
+        return with_flaw(unknown(node, attr + "()"),
+                         Flaw("KV204", node, f"`.{attr}()`"))
+    seeded = rng_seeded(ev, receiver, scope)
+    if seeded is not None and attr in ("sample", "choice", "choices", "permutation"):
+        picked = derive(ev.shape(node.args[0], scope), node) if node.args else unknown(node)
+        return picked if seeded else with_flaw(picked, Flaw("KV203", node, f"unseeded `{attr}`"))
+    if seeded is not None:
+        return picked_value(seeded, node)
+    return None
+
+
+def picked_value(seeded: bool, node: ast.Call) -> Shape:
+    return unknown(node, "seeded random") if seeded else \
+        value(Kind.RANDOM, Change.PER_REQUEST, node, "a random value")
+
+
+def call_shape(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None) -> Shape:
+    """The shape of the value `node` returns."""
+    qual = ev.module.qualname(node.func)
+    arg0 = node.args[0] if node.args else None
+    if qual in names.TIME_CALLS:
+        return time_call(ev, node, qual, scope)
+    if qual is not None:
+        if names.matches(qual, names.ID_CALLS):
+            return value(Kind.ID, Change.PER_REQUEST, node, qual + "()")
+        if names.matches(qual, names.RANDOM_VALUE_CALLS):
+            return picked_value(ev.module.is_random_seeded, node)
+        if names.matches(qual, names.RANDOM_PICK_CALLS):
+            picked = derive(ev.shape(arg0, scope), node) if arg0 is not None else unknown(node)
+            if ev.module.is_random_seeded:
+                return picked
+            return with_flaw(picked, Flaw("KV203", node, f"unseeded `{qual}`"))
+        if names.matches(qual, names.PROCESS_CALLS):
+            return value(Kind.ID, Change.PER_PROCESS, node, qual + "()")
+        if names.matches(qual, names.LISTDIR_CALLS):
+            return with_flaw(unknown(node, qual + "()"),
+                             Flaw("KV204", node, f"`{qual}()`"))
+        if qual == "sorted" and arg0 is not None:
+            return without_flaws(ev.element(arg0, scope), _SORT_SANITIZED)
+        if qual in ("json.dumps", "orjson.dumps") and arg0 is not None:
+            inner = ev.shape(arg0, scope)
+            if _is_true(_kwarg(node, "sort_keys")) or qual == "orjson.dumps":
+                return without_flaws(derive(inner, node), frozenset({"KV201", "KV202"}))
+            if _is_literal_data(arg0):
+                return derive(inner, node)
+            return with_flaw(inner, Flaw("KV201", node, "`json.dumps` without `sort_keys=True`",
+                                         always=ev.is_toolish(arg0)))
+        if qual in ("set", "frozenset") and arg0 is not None:
+            return with_flaw(ev.element(arg0, scope), Flaw("KV202", node, f"`{qual}(...)`"))
+        if qual in ("open", "pathlib.Path.read_text"):
+            return derive(ev.shape(arg0, scope), node) if arg0 is not None else unknown(node)
+        if qual in _SCALAR:
+            return text(1, node)
+        if qual in _PASS_THROUGH and arg0 is not None:
+            return ev.shape(arg0, scope)
+        if qual in ev.module.functions:
+            return function_return(ev, qual, node)
+    if isinstance(node.func, ast.Attribute):
+        shaped = method_call(ev, node, node.func.attr, scope, hint)
+        if shaped is not None:
+            return shaped
+    return generic(ev, node, scope, hint)
+
+
+def generic(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None) -> Shape:
+    """A call promptlint knows nothing about: its name, the name it is assigned to, then its
+    arguments decide what it returns."""
+    func_name = node.func.attr if isinstance(node.func, ast.Attribute) else \
+        node.func.id if isinstance(node.func, ast.Name) else None
+    for label in (func_name, hint):
+        if label and names.classify_name(label.removeprefix("get_")) is not None:
+            return ev.by_name(label.removeprefix("get_"), node)
+    inputs: list = []
+    if isinstance(node.func, ast.Attribute):
+        inputs.extend(ev.shape(node.func.value, scope))
+    for arg in list(node.args) + [kw.value for kw in node.keywords]:
+        inputs.extend(ev.shape(arg, scope))
+    if any(p.is_dynamic or p.kind is Kind.DOC or p.flaws for p in inputs):
+        return derive(tuple(p for p in inputs if p.kind is not Kind.TEXT or p.flaws), node)
+    return unknown(node, func_name or "call")
+
+
+def function_return(ev: "Evaluator", name: str, node: ast.Call) -> Shape:
+    """The shape a function of this module returns (its parameters unknown), computed once."""
+    module = ev.module
+    if name in module.returns:
+        shape = module.returns[name]
+    elif name in module.in_progress:
+        return unknown(node, name)
+    else:
+        from .walker import read_function
+
+        module.in_progress.add(name)
+        shape = read_function(ev, module.functions[name])
+        module.in_progress.discard(name)
+        module.returns[name] = shape
+    return shape

@@ -1,0 +1,193 @@
+"""The checker: parse a file, read its module and functions, yield `Violation`s.
+
+One pass collects the module's facts (imports, constants, functions); the walker then reads the
+module body and every function, handing each prompt site to `ordering.check_site`. A module that
+defines templates gets a first silent pass so that placeholders filled in one function are known
+when the template defined in another is checked.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Callable, Iterator
+
+from .evaluator import Evaluator
+from .ordering import Finding, check_site
+from .prompts import Site
+from .rules import RULES, ShortStaticPrefix
+from .scope import Module, Scope
+from .settings import Settings
+from .shape import Kind
+from .violation import Violation
+from .walker import Walker
+
+#: Files without any of these words cannot build a prompt promptlint would recognize.
+_TRIGGER = re.compile(r"prompt|messages|role|template|completion|invoke|system|instruction|"
+                      r"preamble|generate_content|predict|complete|\.post\(", re.IGNORECASE)
+_NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
+_ORDER_FAMILY = frozenset({"KV101", "KV102", "KV103", "KV104"})
+
+
+class ParseFailure(Exception):
+    """The file is not valid Python; the message says where."""
+
+
+def check_source(source: str, filename: str, settings: Settings) -> list[Violation]:
+    """All violations in one file's `source`, sorted by position, suppressions applied."""
+    if not _TRIGGER.search(source):
+        return []
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:
+        raise ParseFailure(f"{filename}:{exc.lineno}:{exc.offset}: cannot parse: {exc.msg}") from None
+    lines = source.splitlines()
+    sites: list[Site] = []
+    if "emplate" in source or "kwargs[" in source:
+        first = _read(tree, lines, lambda site: None)  # learns how placeholders are filled
+        _read(tree, lines, sites.append, (first.fillings, first.partial_names))
+    else:
+        _read(tree, lines, sites.append)
+    violations = list(_violations(sites, filename, settings))
+    return _suppress(_dedupe(violations), lines)
+
+
+def _read(tree: ast.Module, lines: list[str], on_site: Callable[[Site], None],
+          fillings: tuple[dict, set] | None = None) -> Module:
+    module = collect_module(tree, lines)
+    if fillings is not None:
+        module.fillings, module.partial_names = fillings
+    ev = Evaluator(module)
+    walker = Walker(ev, on_site)
+    walker.body(tree.body, Scope(is_module=True))
+    for fn in _functions(tree.body):
+        walker.body(fn.body, Scope())
+    return module
+
+
+def _functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield stmt
+            yield from _functions(stmt.body)
+        elif isinstance(stmt, ast.ClassDef):
+            yield from _functions(stmt.body)
+        elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+            yield from _functions(stmt.body)
+
+
+def collect_module(tree: ast.Module, lines: list[str]) -> Module:
+    """Imports, top-level functions, literal string constants and a global `random.seed`."""
+    module = Module(lines)
+    stack = list(tree.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                module.imports[alias.asname or alias.name.split(".")[0]] = \
+                    alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module:
+            for alias in stmt.names:
+                module.imports[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            module.functions.setdefault(stmt.name, stmt)
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            stack.extend(stmt.body)
+            stack.extend(getattr(stmt, "orelse", []))
+            for handler in getattr(stmt, "handlers", []):
+                stack.extend(handler.body)
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], ast.Name):
+            found = Evaluator(module).literal(stmt.value, Scope())
+            if found is not None:
+                name = stmt.targets[0].id
+                module.literals[name], module.literal_nodes[name] = found
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            if module.qualname(stmt.value.func) in ("random.seed", "numpy.random.seed"):
+                module.is_random_seeded = bool(stmt.value.args)
+    for name, qual in list(module.imports.items()):
+        if qual.startswith("radixgate") and qual.endswith(".Prompt"):
+            module.prompt_names.add(name)
+    return module
+
+
+def _violations(sites: list[Site], filename: str, settings: Settings) -> Iterator[Violation]:
+    ordered = sorted(sites, key=lambda s: s.confidence != "high")
+    for site in ordered:
+        span = (getattr(site.node, "lineno", 0), getattr(site.node, "end_lineno", 0) or 0)
+        for finding in check_site(site, settings.min_static_chars):
+            if settings.is_enabled(finding.code):
+                yield _to_violation(finding, filename, span)
+        if settings.is_enabled(ShortStaticPrefix.code) and site.provider and site.confidence == "high":
+            short = _short_prefix(site, settings.min_static_tokens)
+            if short is not None:
+                yield _to_violation(short, filename, span)
+
+
+def _to_violation(finding: Finding, filename: str, span: tuple[int, int]) -> Violation:
+    rule = RULES[finding.code]
+    node = finding.node
+    row, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
+    end_row = getattr(node, "end_lineno", None) or row
+    end_col = (getattr(node, "end_col_offset", None) or col - 1) + 1
+    holder_end = getattr(node, "holder_end", end_row)
+    return Violation(rule.code, rule.format(**finding.fields), filename, row, col, end_row,
+                     end_col, rule.severity(finding.change), None, (span[0], max(span[1], holder_end)))
+
+
+def _short_prefix(site: Site, minimum: int) -> Finding | None:
+    texts: list[str] = []
+    chars = 0
+    stop = None
+    for seg in site.segments:
+        for part in seg.shape:
+            if part.kind is not Kind.TEXT:
+                stop = part
+                break
+            texts.append(part.label)
+            chars += part.chars
+        if stop is not None:
+            break
+    if stop is not None and stop.kind is Kind.UNKNOWN:
+        return None  # the prefix may go on in a value promptlint cannot see
+    if not chars:
+        return None
+    from .tokens import count_tokens
+
+    known = "".join(texts)
+    tokens = count_tokens(known) + max(0, chars - len(known)) // 4
+    if tokens >= minimum:
+        return None
+    return Finding(ShortStaticPrefix.code, site.node, {"tokens": tokens, "minimum": minimum}, None)
+
+
+def _dedupe(violations: list[Violation]) -> list[Violation]:
+    seen: set[tuple] = set()
+    out: list[Violation] = []
+    for v in violations:
+        family = "order" if v.code in _ORDER_FAMILY else v.code
+        key = (family, v.row, v.col)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return sorted(out, key=lambda v: (v.row, v.col, v.code))
+
+
+def _suppress(violations: list[Violation], lines: list[str]) -> list[Violation]:
+    """Drop violations with `# noqa[: CODES]` or `# promptlint: disable=CODES` on their first or
+    last line (the line after a multi-line string's closing quotes)."""
+    kept = []
+    for v in violations:
+        rows = {v.row, v.end_row} | ({v.span[1]} if v.span and v.code == "KV301" else set())
+        if not any(_suppressed(lines[r - 1], v.code) for r in rows if 0 < r <= len(lines)):
+            kept.append(v)
+    return kept
+
+
+def _suppressed(line: str, code: str) -> bool:
+    if "#" not in line:
+        return False
+    match = _NOQA.search(line)
+    if match is None:
+        return False
+    codes = [c.strip().upper() for c in match.group(1).split(",") if c.strip()]
+    return not codes or any(code.startswith(c) for c in codes)

@@ -1,0 +1,104 @@
+"""Fixes: `sort_keys=True` for KV201 and `sorted(...)` for KV202 / KV204, all safe: they change
+only the order of things whose order never mattered to the program. Reordering prompt parts
+(KV101, KV103) changes what the model reads, so promptlint does not do it for you."""
+from __future__ import annotations
+
+import ast
+
+from .rules import DirectoryOrder, UnorderedIteration, UnsortedJsonDumps
+from .violation import Edit, Fix, Violation
+
+_NO_SORT = ("scandir", "walk")  # DirEntry objects and walk tuples do not sort as names
+
+
+def _char_col(line: str, byte_col: int) -> int:
+    return len(line.encode()[:byte_col].decode(errors="replace"))
+
+
+def attach(source: str, violations: list[Violation]) -> list[Violation]:
+    """`violations` with a `fix` where promptlint knows a safe one."""
+    fixable = {UnsortedJsonDumps.code, UnorderedIteration.code, DirectoryOrder.code}
+    if not any(v.code in fixable for v in violations):
+        return violations
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    at: dict[tuple[int, int, int, int], ast.AST] = {}
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+        if isinstance(node, ast.expr) and node.end_lineno is not None:
+            at.setdefault((node.lineno, node.col_offset + 1, node.end_lineno,
+                           (node.end_col_offset or 0) + 1), node)
+    out = []
+    for v in violations:
+        node = at.get((v.row, v.col, v.end_row, v.end_col))
+        fix = None
+        if node is not None and v.code == UnsortedJsonDumps.code and isinstance(node, ast.Call):
+            fix = _sort_keys(node, lines)
+        elif node is not None and v.code in (UnorderedIteration.code, DirectoryOrder.code):
+            fix = _wrap_sorted(node, parents.get(node), lines)
+        out.append(v._replace(fix=fix) if fix else v)
+    return out
+
+
+def _sort_keys(call: ast.Call, lines: list[str]) -> Fix:
+    row, end = call.end_lineno or call.lineno, call.end_col_offset or 0
+    line = lines[row - 1]
+    col = _char_col(line, end) - 1  # the closing parenthesis
+    before = line[:col].rstrip()
+    content = " sort_keys=True" if before.endswith((",", "(")) else ", sort_keys=True"
+    if before.endswith("("):
+        content = "sort_keys=True"
+    return Fix("Add `sort_keys=True`", "safe", (Edit(row, col, row, col, content),))
+
+
+def _wrap_sorted(node: ast.AST, parent: ast.AST | None, lines: list[str]) -> Fix | None:
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        if name in _NO_SORT:
+            return None
+    # Only where the value is iterated, so a list in place of a set reads the same.
+    iterated = isinstance(parent, (ast.For, ast.comprehension)) or (
+        isinstance(parent, ast.Call) and node in parent.args and (
+            (isinstance(parent.func, ast.Attribute) and parent.func.attr in ("join", "extend"))
+            or (isinstance(parent.func, ast.Name) and parent.func.id in ("list", "tuple"))))
+    if not iterated or not hasattr(node, "end_lineno"):
+        return None
+    start_line, end_line = lines[node.lineno - 1], lines[node.end_lineno - 1]
+    start = _char_col(start_line, node.col_offset)
+    end = _char_col(end_line, node.end_col_offset)
+    return Fix("Wrap in `sorted(...)`", "safe",
+               (Edit(node.lineno, start, node.lineno, start, "sorted("),
+                Edit(node.end_lineno, end, node.end_lineno, end, ")")))
+
+
+def apply(source: str, violations: list[Violation], unsafe: bool = False) -> tuple[str, int]:
+    """`source` with the fixes of `violations` applied (safe ones, or all with `unsafe`), and
+    how many violations were fixed. Overlapping fixes are left for the next run."""
+    lines = source.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def position(row: int, col: int) -> int:
+        return offsets[row - 1] + col
+
+    chosen: list[tuple[int, int, str]] = []
+    fixed = 0
+    taken: list[tuple[int, int]] = []
+    for v in violations:
+        if v.fix is None or (v.fix.applicability != "safe" and not unsafe):
+            continue
+        spans = [(position(e.row, e.col), position(e.end_row, e.end_col), e.content)
+                 for e in v.fix.edits]
+        lo, hi = min(s for s, _, _ in spans), max(e for _, e, _ in spans)
+        if any(lo <= b and a <= hi for a, b in taken):
+            continue
+        taken.append((lo, hi))
+        chosen.extend(spans)
+        fixed += 1
+    text = source
+    for start, end, content in sorted(chosen, key=lambda s: (s[0], s[1]), reverse=True):
+        text = text[:start] + content + text[end:]
+    return text, fixed

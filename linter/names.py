@@ -1,0 +1,123 @@
+"""What names and called functions say about a value: the taint sources and the naming lexicon.
+
+Two kinds of evidence, in decreasing strength:
+1. a call to a known source (`datetime.now()`, `uuid.uuid4()`, `random.random()`, ...),
+   matched on the fully qualified name after resolving the module's imports;
+2. the words of an identifier (`user_id`, `question`, `chat_history`, `retrieved_docs`),
+   used only where the code gives nothing better (parameters, attributes, unknown calls).
+"""
+from __future__ import annotations
+
+import re
+
+from .shape import Change, Kind
+
+#: Fully qualified calls whose result is a clock reading, with how often it changes.
+TIME_CALLS: dict[str, Change] = {
+    "datetime.datetime.now": Change.PER_REQUEST,
+    "datetime.datetime.utcnow": Change.PER_REQUEST,
+    "datetime.datetime.today": Change.PER_REQUEST,
+    "datetime.date.today": Change.PER_DAY,
+    "time.time": Change.PER_REQUEST,
+    "time.time_ns": Change.PER_REQUEST,
+    "time.monotonic": Change.PER_REQUEST,
+    "time.perf_counter": Change.PER_REQUEST,
+    "time.ctime": Change.PER_REQUEST,
+    "time.asctime": Change.PER_REQUEST,
+    "time.localtime": Change.PER_REQUEST,
+    "time.gmtime": Change.PER_REQUEST,
+    "time.strftime": Change.PER_REQUEST,
+    "pendulum.now": Change.PER_REQUEST,
+    "pendulum.today": Change.PER_DAY,
+    "arrow.now": Change.PER_REQUEST,
+    "arrow.utcnow": Change.PER_REQUEST,
+    "pandas.Timestamp.now": Change.PER_REQUEST,
+}
+
+#: Calls that take an explicit time argument at this position: with it they are not clocks.
+EXPLICIT_TIME_ARG = {"time.strftime": 1, "time.ctime": 0, "time.asctime": 0,
+                     "time.localtime": 0, "time.gmtime": 0}
+
+ID_CALLS = ("uuid.uuid1", "uuid.uuid4", "uuid.uuid7", "os.urandom", "secrets.")
+RANDOM_VALUE_CALLS = ("random.random", "random.randint", "random.uniform", "random.randrange",
+                      "random.getrandbits", "random.gauss", "numpy.random.rand",
+                      "numpy.random.randint", "numpy.random.random")
+#: Calls that pick or reorder items of a collection at random (KV203 when unseeded).
+RANDOM_PICK_CALLS = ("random.sample", "random.choice", "random.choices",
+                     "numpy.random.choice", "numpy.random.permutation")
+RANDOM_SHUFFLE_CALLS = ("random.shuffle", "numpy.random.shuffle")
+PROCESS_CALLS = ("os.getpid", "socket.gethostname", "threading.get_ident")
+#: Calls that list a directory in file-system order (KV204 unless sorted).
+LISTDIR_CALLS = ("os.listdir", "os.scandir", "os.walk", "glob.glob", "glob.iglob")
+LISTDIR_METHODS = frozenset({"iterdir", "glob", "rglob"})
+#: strftime codes that change within a day.
+_TIME_OF_DAY = re.compile(r"%[HIMSpfXcsTRrk]")
+
+_SPLIT = re.compile(r"[^a-z0-9]+|(?<=[a-z])(?=[0-9])")
+
+_ID_OWNERS = frozenset({"user", "session", "customer", "account", "tenant", "conversation",
+                        "chat", "client", "member", "org", "thread", "visitor"})
+_REQUEST_ID_OWNERS = frozenset({"request", "req", "trace", "run", "message", "call", "event"})
+_USER_WORDS = frozenset({"user", "username", "userid", "uid", "customer", "email", "sessionid",
+                         "userinfo", "tenant"})
+_TIME_WORDS = frozenset({"now", "timestamp", "time", "datetime", "ts", "clock"})
+_DAY_WORDS = frozenset({"today", "date"})
+_TURN_WORDS = frozenset({"question", "query", "input", "utterance", "ask", "inquiry"})
+_HISTORY_WORDS = frozenset({"history", "conversation", "transcript", "scratchpad", "memory"})
+_DOC_WORDS = frozenset({"doc", "docs", "document", "documents", "context", "contexts", "passage",
+                        "passages", "chunk", "chunks", "retrieved", "article", "articles",
+                        "snippets", "knowledge", "sources", "references", "excerpts", "corpus"})
+#: Words that make an identifier name a fixed thing even if it also names a dynamic one.
+_STATIC_WORDS = frozenset({"format", "instructions", "template", "prompt", "system", "schema",
+                           "tools", "examples", "persona", "rules", "style", "type", "types",
+                           "name", "names", "field", "fields", "model", "count", "len", "max",
+                           "min", "limit", "key", "keys", "path", "dir", "url", "zone", "tz",
+                           "timezone", "format_instructions", "fmt", "label", "prefix"})
+
+
+def words(identifier: str) -> list[str]:
+    """`currentUserId` / `current_user_id` -> ["current", "user", "id"]."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", identifier)
+    return [w for w in _SPLIT.split(spaced.lower()) if w]
+
+
+def classify_name(identifier: str) -> tuple[Kind, Change] | None:
+    """What an identifier (or dotted chain of them) suggests about its value, or None."""
+    ws = words(identifier)
+    if not ws:
+        return None
+    tail = ws[-3:]
+    last = ws[-1]
+    if len(ws) > 1 and ws[-2] == "user" and last in ("name", "email", "handle"):
+        return Kind.ID, Change.PER_SESSION
+    if last in _STATIC_WORDS or (len(ws) > 1 and ws[-2] in ("format", "max", "num")):
+        return None
+    if last == "id" or last == "ids" or last.endswith("id") and last[:-2] in _ID_OWNERS:
+        owners = set(ws[:-1]) | {last[:-2]}
+        if owners & _REQUEST_ID_OWNERS:
+            return Kind.ID, Change.PER_REQUEST
+        if owners & _ID_OWNERS:
+            return Kind.ID, Change.PER_SESSION
+        return None
+    if last in _USER_WORDS:
+        return Kind.ID, Change.PER_SESSION
+    if last in _DAY_WORDS:
+        return Kind.TIME, Change.PER_DAY
+    if last in _TIME_WORDS and "zone" not in ws:
+        return Kind.TIME, Change.PER_REQUEST
+    if set(tail) & _HISTORY_WORDS:
+        return Kind.HISTORY, Change.PER_SESSION
+    if last in _TURN_WORDS or (last in ("message", "msg", "text") and "user" in ws):
+        return Kind.TURN, Change.PER_REQUEST
+    if last in _DOC_WORDS or (len(ws) > 1 and ws[-2] in _DOC_WORDS and last in ("text", "str")):
+        return Kind.DOC, Change.NEVER
+    return None
+
+
+def strftime_change(fmt: str) -> Change:
+    """How often `strftime(fmt)` of the current time changes."""
+    return Change.PER_REQUEST if _TIME_OF_DAY.search(fmt) or not fmt.strip() else Change.PER_DAY
+
+
+def matches(qualname: str, names: tuple[str, ...]) -> bool:
+    return any(qualname == n or (n.endswith(".") and qualname.startswith(n)) for n in names)

@@ -1,0 +1,84 @@
+"""Read one prompt site in model order and decide which rules it breaks.
+
+For each dynamic part, the first of these that holds is reported:
+1. a `cache_control` breakpoint follows it                       -> KV104
+2. it is the question or history, and a shared document follows -> KV103
+3. enough static text follows it in the same segment            -> KV101
+4. it is in the system prompt and static content follows later  -> KV102
+5. enough static text follows it in later segments              -> KV101
+6. a shared document follows it                                 -> KV103
+A flaw (KV201-KV204) is reported when something cacheable follows the flawed value (static
+text, a document, or a later dynamic value that keeps the flawed value inside the prefix), or
+always for tool schemas and system prompts. Nothing is reported for values that come after all
+static content: that is where dynamic content belongs.
+"""
+from __future__ import annotations
+
+import ast
+from typing import NamedTuple
+
+from .prompts import Site
+from .rules import (DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt,
+                    TurnBeforeDocuments)
+from .shape import Change, Kind, Part
+
+
+class Finding(NamedTuple):
+    """A rule broken at `node`, with the fields its message template needs."""
+
+    code: str
+    node: ast.AST
+    fields: dict
+    change: Change | None
+
+
+def _describe(part: Part) -> str:
+    how = {Change.PER_REQUEST: "changes every request", Change.PER_SESSION: "changes per user",
+           Change.PER_DAY: "changes daily"}.get(part.change, "")
+    kind = {Kind.TIME: "timestamp", Kind.ID: "identifier", Kind.RANDOM: "random value",
+            Kind.TURN: "per-turn input", Kind.HISTORY: "conversation history"}.get(part.kind, "value")
+    return f"{kind} `{part.label}` ({how})" if how else f"{kind} `{part.label}`"
+
+
+def check_site(site: Site, min_static_chars: int) -> list[Finding]:
+    flat = [(part, i, seg.role) for i, seg in enumerate(site.segments) for part in seg.shape]
+    findings: list[Finding] = []
+    for index, (part, seg, role) in enumerate(flat):
+        rest = flat[index + 1:]
+        if part.is_dynamic and (site.confidence == "high" or part.change >= Change.PER_SESSION):
+            finding = _dynamic(part, seg, role, rest, min_static_chars, site.confidence)
+            if finding is not None:
+                findings.append(finding)
+        for flaw in part.flaws:
+            if flaw.always or role in ("tools", "system") or _cacheable_after(rest, min_static_chars):
+                findings.append(Finding(flaw.code, flaw.node, {"label": flaw.label}, None))
+    return findings
+
+
+def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
+             confidence: str) -> Finding | None:
+    label = _describe(part)
+    node = part.node
+    if any(p.kind is Kind.BREAK for p, _, _ in rest):
+        return Finding(DynamicBeforeCacheBreakpoint.code, node, {"label": label}, part.change)
+    doc = next((p for p, _, _ in rest if p.kind is Kind.DOC), None)
+    if doc is not None and part.kind in (Kind.TURN, Kind.HISTORY):
+        return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label},
+                       part.change)
+    same = sum(p.chars for p, s, _ in rest if s == seg and p.kind is Kind.TEXT)
+    total = sum(p.chars for p, _, _ in rest if p.kind is Kind.TEXT)
+    if same >= threshold:
+        return Finding(DynamicBeforeStatic.code, node, {"label": label, "static_chars": same},
+                       part.change)
+    if total >= threshold and confidence == "high":
+        code = DynamicInSystemPrompt.code if role == "system" else DynamicBeforeStatic.code
+        return Finding(code, node, {"label": label, "static_chars": total}, part.change)
+    if doc is not None and confidence == "high":
+        return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label},
+                       part.change)
+    return None
+
+
+def _cacheable_after(rest: list, threshold: int) -> bool:
+    static = sum(p.chars for p, _, _ in rest if p.kind is Kind.TEXT)
+    return static >= threshold or any(p.kind is Kind.DOC or p.is_dynamic for p, _, _ in rest)

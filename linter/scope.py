@@ -1,0 +1,92 @@
+"""What the checker knows about names: the module (imports, constants, templates, functions) and
+the function being read (its local values and lists)."""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from .shape import Flaw, Shape
+
+
+@dataclass
+class ListValue:
+    """A list built in the code: its element expressions in order (`ast.Starred` for values
+    spliced in with `*history` or `.extend(docs)`) and how its order is flawed."""
+
+    elements: list[ast.expr] = field(default_factory=list)
+    flaws: tuple[Flaw, ...] = ()
+
+
+@dataclass
+class Module:
+    """Facts about one source file, collected before any function is read."""
+
+    lines: list[str]
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    constants: dict[str, Shape] = field(default_factory=dict)
+    literals: dict[str, str] = field(default_factory=dict)  # name -> literal string value
+    literal_nodes: dict[str, ast.expr] = field(default_factory=dict)
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = field(default_factory=dict)
+    # LangChain-style placeholder fillings seen anywhere in the module: name -> value shapes.
+    fillings: dict[str, list[Shape]] = field(default_factory=dict)
+    partial_names: set[str] = field(default_factory=set)
+    is_random_seeded: bool = False
+    returns: dict[str, Shape] = field(default_factory=dict)
+    in_progress: set[str] = field(default_factory=set)
+    prompt_names: set[str] = field(default_factory=set)  # names bound to radixgate's Prompt class
+
+    def qualname(self, node: ast.expr) -> str | None:
+        """`np.random.shuffle` -> "numpy.random.shuffle", resolving this module's imports;
+        None for anything but a dotted name."""
+        parts: list[str] = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        parts.append(self.imports.get(node.id, node.id))
+        return ".".join(reversed(parts))
+
+
+@dataclass
+class Scope:
+    """The values of one function's local names, updated statement by statement."""
+
+    values: dict[str, Shape] = field(default_factory=dict)
+    lists: dict[str, ListValue] = field(default_factory=dict)
+    literals: dict[str, str] = field(default_factory=dict)
+    literal_nodes: dict[str, ast.expr] = field(default_factory=dict)
+    rngs: dict[str, bool] = field(default_factory=dict)  # random.Random objects: name -> seeded
+    prompts: set[str] = field(default_factory=set)  # names bound to a radixgate Prompt
+    exprs: dict[str, ast.expr] = field(default_factory=dict)  # name -> the dict/call it was bound to
+    is_module: bool = False
+    in_loop: bool = False
+
+    def child(self) -> "Scope":
+        """A scope for a comprehension: reads see the parent's names, writes stay local."""
+        return Scope(dict(self.values), dict(self.lists), dict(self.literals),
+                     dict(self.literal_nodes), dict(self.rngs), set(self.prompts),
+                     dict(self.exprs), self.is_module, self.in_loop)
+
+
+def dotted(node: ast.expr) -> str | None:
+    """`request.user.id` -> "request.user.id"; `data["question"]` -> "data.question"."""
+    parts: list[str] = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            key = node.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                parts.append(key.value)
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Name):
+            parts.append(node.id)
+            break
+        else:
+            return None
+    parts = [p for p in parts if p not in ("self", "cls")]
+    return ".".join(reversed(parts)) if parts else None

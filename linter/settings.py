@@ -1,0 +1,127 @@
+"""Settings: `[tool.promptlint]` in `pyproject.toml`, overridden by the command line.
+
+```toml
+[tool.promptlint]
+select = ["KV1", "KV2"]        # codes or prefixes; default: every rule except opt-in ones (KV301)
+extend-select = ["KV301"]
+ignore = ["KV203"]
+exclude = ["examples/bad_app.py", "tests/fixtures"]
+min-static-tokens = 1024       # KV301: the provider's minimum cacheable prefix
+min-static-chars = 80          # KV101/KV102: static text after a dynamic value worth reporting
+```
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .rules import RULES
+
+DEFAULT_MIN_STATIC_TOKENS = 1024
+DEFAULT_MIN_STATIC_CHARS = 80
+_KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "min-static-tokens",
+         "min-static-chars"}
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Which rules run, which files are skipped, and the thresholds."""
+
+    select: tuple[str, ...] | None = None  # None: the default rules
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    root: Path = field(default_factory=Path.cwd)
+    min_static_tokens: int = DEFAULT_MIN_STATIC_TOKENS
+    min_static_chars: int = DEFAULT_MIN_STATIC_CHARS
+
+    def __post_init__(self) -> None:
+        for code in (self.select or ()) + self.extend_select + self.ignore:
+            if not any(c.startswith(code.upper()) for c in RULES):
+                raise ConfigError(f"unknown rule code or prefix {code!r} "
+                                  f"(known: {', '.join(RULES)})")
+        if self.min_static_tokens < 1 or self.min_static_chars < 1:
+            raise ConfigError("min-static-tokens and min-static-chars must be positive")
+
+    @property
+    def enabled(self) -> frozenset[str]:
+        if self.select is None:
+            chosen = {c for c, r in RULES.items() if r.default}
+        else:
+            chosen = {c for c in RULES if any(c.startswith(s.upper()) for s in self.select)}
+        chosen |= {c for c in RULES if any(c.startswith(s.upper()) for s in self.extend_select)}
+        return frozenset(c for c in chosen if not any(c.startswith(i.upper()) for i in self.ignore))
+
+    def is_enabled(self, code: str) -> bool:
+        return code in self.enabled
+
+    def is_excluded(self, path: Path) -> bool:
+        """Whether `path` matches an `exclude` pattern (relative to the configuration's folder)."""
+        try:
+            rel = path.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            rel = path.as_posix()
+        for pattern in self.exclude:
+            pattern = pattern.rstrip("/")
+            if fnmatch.fnmatch(rel, pattern) or rel.startswith(pattern + "/") or \
+                    fnmatch.fnmatch(path.name, pattern):
+                return True
+        return False
+
+    def override(self, **changes: object) -> "Settings":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest `pyproject.toml` with a `[tool.promptlint]` table, from `start` upward."""
+    for folder in [start, *start.parents]:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and "[tool.promptlint" in candidate.read_text(errors="replace"):
+            return candidate
+    return None
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Settings from `path` (a pyproject.toml), or the defaults when `path` is None."""
+    if path is None:
+        return Settings()
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+    table = data.get("tool", {}).get("promptlint", {})
+    unknown = set(table) - _KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [tool.promptlint]: {', '.join(sorted(unknown))}"
+                          f" (known: {', '.join(sorted(_KEYS))})")
+
+    def strings(key: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: [tool.promptlint] {key} must be a list of strings")
+        return tuple(value)
+
+    def integer(key: str, default: int) -> int:
+        value = table.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{path}: [tool.promptlint] {key} must be an integer")
+        return value
+
+    try:
+        return Settings(select=strings("select") if "select" in table else None,
+                        extend_select=strings("extend-select"), ignore=strings("ignore"),
+                        exclude=strings("exclude") + strings("extend-exclude"),
+                        root=path.parent,
+                        min_static_tokens=integer("min-static-tokens", DEFAULT_MIN_STATIC_TOKENS),
+                        min_static_chars=integer("min-static-chars", DEFAULT_MIN_STATIC_CHARS))
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

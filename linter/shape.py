@@ -1,0 +1,128 @@
+"""String shapes: what promptlint knows about a prompt without running the code.
+
+A shape is a tuple of parts in prompt order. A part is static text (with its length), a dynamic
+value (what it is and how often it changes), a shared document, an unknown value, or a
+`cache_control` breakpoint. Parts also carry *flaws*: a value whose content is stable but whose
+order is not (a set joined into text, an unseeded shuffle, `os.listdir` order, `json.dumps`
+without `sort_keys`). The rules read shapes; nothing here knows about rules.
+"""
+from __future__ import annotations
+
+import ast
+from enum import Enum, IntEnum
+from typing import NamedTuple
+
+
+class Change(IntEnum):
+    """How often a value changes; the order is the order of cache damage."""
+
+    NEVER = 0
+    PER_PROCESS = 1
+    PER_DAY = 2
+    PER_SESSION = 3
+    PER_REQUEST = 4
+
+
+class Kind(Enum):
+    """What a part of a prompt is."""
+
+    TEXT = "text"  # static text written in the code
+    TIME = "time"  # a clock reading
+    ID = "id"  # a user, session or request identifier
+    RANDOM = "random"  # a random value
+    TURN = "turn"  # the question or other per-turn user content
+    HISTORY = "history"  # the conversation so far
+    DOC = "doc"  # a shared document (RAG context, a file's text)
+    UNKNOWN = "unknown"  # a value promptlint cannot classify; never reported
+    BREAK = "break"  # an Anthropic `cache_control` breakpoint (zero-length)
+
+
+#: Kinds that are dynamic when they change at least per day.
+DYNAMIC_KINDS = frozenset({Kind.TIME, Kind.ID, Kind.RANDOM, Kind.TURN, Kind.HISTORY})
+
+
+class Flaw(NamedTuple):
+    """An unstable-order problem attached to a value: `code` is a rule code."""
+
+    code: str
+    node: ast.AST
+    label: str
+    always: bool = False  # report even when nothing stable follows (tool schemas)
+
+
+class Part(NamedTuple):
+    """One piece of a prompt, in prompt order."""
+
+    kind: Kind
+    change: Change
+    chars: int
+    node: ast.AST | None
+    label: str
+    flaws: tuple[Flaw, ...] = ()
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.kind in DYNAMIC_KINDS and self.change >= Change.PER_DAY
+
+
+Shape = tuple[Part, ...]
+
+EMPTY: Shape = ()
+
+
+def text(chars: int, node: ast.AST | None = None, content: str = "") -> Shape:
+    """A static part of `chars` characters (nothing for empty text); `content` when known."""
+    return (Part(Kind.TEXT, Change.NEVER, chars, node, content),) if chars else EMPTY
+
+
+def value(kind: Kind, change: Change, node: ast.AST | None, label: str) -> Shape:
+    return (Part(kind, change, 0, node, label),)
+
+
+def unknown(node: ast.AST | None, label: str = "value") -> Shape:
+    return (Part(Kind.UNKNOWN, Change.NEVER, 0, node, label),)
+
+
+def flaws_of(shape: Shape) -> tuple[Flaw, ...]:
+    seen: dict[tuple[str, int, int], Flaw] = {}
+    for part in shape:
+        for flaw in part.flaws:
+            key = (flaw.code, getattr(flaw.node, "lineno", 0), getattr(flaw.node, "col_offset", 0))
+            seen.setdefault(key, flaw)
+    return tuple(seen.values())
+
+
+def derive(shape: Shape, node: ast.AST | None, label: str | None = None,
+           extra_flaws: tuple[Flaw, ...] = ()) -> Shape:
+    """One opaque value computed from `shape` (a call, a conversion): it is as dynamic as the
+    most dynamic thing it was computed from and keeps every flaw. Static input stays static."""
+    flaws = flaws_of(shape) + extra_flaws
+    dynamic = [p for p in shape if p.kind is not Kind.TEXT and p.kind is not Kind.BREAK]
+    if not dynamic:
+        chars = sum(p.chars for p in shape)
+        if flaws:
+            return (Part(Kind.TEXT, Change.NEVER, chars, node, label or "text", flaws),)
+        return text(chars, node)
+    top = max(dynamic, key=lambda p: (p.kind in DYNAMIC_KINDS, p.change, p.kind is Kind.DOC))
+    return (Part(top.kind, top.change, 0, node if node is not None else top.node,
+                 label or top.label, flaws),)
+
+
+def with_flaw(shape: Shape, flaw: Flaw) -> Shape:
+    """`shape` as one value carrying `flaw` as well."""
+    return derive(shape, flaw.node, None, (flaw,))
+
+
+def without_flaws(shape: Shape, codes: frozenset[str]) -> Shape:
+    """`shape` with the flaws named by `codes` removed (`sorted(...)`, `sort_keys=True`)."""
+    return tuple(p._replace(flaws=tuple(f for f in p.flaws if f.code not in codes)) for p in shape)
+
+
+def with_change(shape: Shape, change: Change) -> Shape:
+    """`shape` with every non-static part lowered to at most `change` (module-level values)."""
+    return tuple(p._replace(change=min(p.change, change)) if p.kind is not Kind.TEXT else p
+                 for p in shape)
+
+
+def static_chars(shape: Shape) -> int:
+    return sum(p.chars for p in shape if p.kind is Kind.TEXT)

@@ -1,0 +1,228 @@
+"""Read a function (or the module body) statement by statement: keep each local name's shape up
+to date and hand every prompt-building call to `prompts.find_site`."""
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+from . import names, prompts
+from .evaluator import Evaluator
+from .rules import UnorderedIteration, UnseededShuffle
+from .scope import ListValue, Scope
+from .shape import EMPTY, Change, Flaw, Shape, flaws_of, with_change, without_flaws
+
+_FILL_METHODS = frozenset({"partial", "format", "format_messages", "format_prompt", "invoke",
+                           "ainvoke", "run", "arun", "stream", "astream", "predict", "apredict"})
+_LOW_CONFIDENCE_WORDS = frozenset({"prompt", "system", "template", "instructions", "preamble"})
+_ORDER = frozenset({UnorderedIteration.code, UnseededShuffle.code, "KV204"})
+
+OnSite = Callable[[prompts.Site], None]
+
+
+class Walker:
+    """Walks statements in order; `on_site` receives each prompt found."""
+
+    def __init__(self, ev: Evaluator, on_site: OnSite) -> None:
+        self.ev = ev
+        self.on_site = on_site
+        self.returns: list[Shape] = []
+
+    # -- statements ----------------------------------------------------------------------
+    def body(self, stmts: list[ast.stmt], scope: Scope, loop_flaws: tuple[Flaw, ...] = ()) -> None:
+        for stmt in stmts:
+            self.statement(stmt, scope, loop_flaws)
+
+    def statement(self, stmt: ast.stmt, scope: Scope, loop_flaws: tuple[Flaw, ...]) -> None:
+        for expr in own_expressions(stmt):
+            self.scan(expr, scope)
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                self.bind(target, stmt.value, scope, loop_flaws)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            self.bind(stmt.target, stmt.value, scope, loop_flaws)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            self.augment(stmt.target.id, stmt.value, scope, loop_flaws)
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            self.mutate(stmt.value, scope, loop_flaws)
+        elif isinstance(stmt, ast.Return) and stmt.value is not None:
+            self.returns.append(self.ev.shape(stmt.value, scope))
+            if isinstance(stmt.value, ast.List):
+                self.maybe_message_list(stmt.value, scope)
+        elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+            item = self.ev.element(stmt.iter, scope)
+            flaws = loop_flaws + flaws_of(item)
+            for target in ast.walk(stmt.target):
+                if isinstance(target, ast.Name):
+                    scope.values[target.id] = item
+            was, scope.in_loop = scope.in_loop, True
+            self.body(stmt.body, scope, flaws)
+            scope.in_loop = was
+            self.body(stmt.orelse, scope, loop_flaws)
+        elif isinstance(stmt, ast.While):
+            was, scope.in_loop = scope.in_loop, True
+            self.body(stmt.body, scope, loop_flaws)
+            scope.in_loop = was
+        elif isinstance(stmt, (ast.If, ast.With, ast.AsyncWith)):
+            self.body(stmt.body, scope, loop_flaws)
+            self.body(getattr(stmt, "orelse", []), scope, loop_flaws)
+        elif isinstance(stmt, ast.Try):
+            for block in (stmt.body, *[h.body for h in stmt.handlers], stmt.orelse, stmt.finalbody):
+                self.body(block, scope, loop_flaws)
+
+    def bind(self, target: ast.expr, value: ast.expr, scope: Scope, loop_flaws: tuple) -> None:
+        if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
+                and isinstance(target.value, ast.Name) and target.value.id in ("kwargs", "inputs") \
+                and isinstance(target.slice.value, str):
+            # A `format` override filling a template placeholder per call.
+            self.ev.module.fillings.setdefault(target.slice.value, []).append(
+                self.ev.shape(value, scope))
+            return
+        if not isinstance(target, ast.Name):
+            return
+        name = target.id
+        for table in (scope.lists, scope.literals, scope.exprs):
+            table.pop(name, None)
+        scope.values.pop(name, None)
+        if prompts.is_radixgate_prompt(self.ev, value, scope):
+            scope.prompts.add(name)
+            return
+        seeded = prompts.rng_construction(self.ev, value)
+        if seeded is not None:
+            scope.rngs[name] = seeded
+            return
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            scope.literals[name], scope.literal_nodes[name] = value.value, value
+        elif isinstance(value, ast.Call) and (found := self.ev.literal(value, scope)) is not None:
+            scope.literals[name], scope.literal_nodes[name] = found
+        lst = self.ev.new_list(value, scope)
+        if lst is not None and not scope.is_module:
+            lst.flaws += loop_flaws
+            scope.lists[name] = lst
+            return
+        if isinstance(value, (ast.Dict, ast.Call)):
+            scope.exprs[name] = value
+        shape = self.ev.shape(value, scope, hint=name)
+        if scope.is_module and not scope.in_loop:
+            shape = with_change(shape, Change.PER_PROCESS)
+            self.ev.module.constants[name] = shape
+        scope.values[name] = shape
+        if set(names.words(name)) & _LOW_CONFIDENCE_WORDS and is_text_building(value):
+            self.on_site(prompts.Site(value, [prompts.Segment(
+                "system" if "system" in names.words(name) else None, shape)], "low", None))
+
+    def augment(self, name: str, value: ast.expr, scope: Scope, loop_flaws: tuple) -> None:
+        if name in scope.lists:
+            lst = scope.lists[name]
+            lst.elements.append(ast.Starred(value=value))
+            lst.flaws += loop_flaws
+            return
+        old = self.ev.shape(ast.Name(id=name), scope)
+        scope.values[name] = old + self.ev.shape(value, scope)
+        scope.literals.pop(name, None)
+
+    def mutate(self, call: ast.Call, scope: Scope, loop_flaws: tuple) -> None:
+        """`x.append(...)`, `x.extend(...)`, `x.insert(...)`, `random.shuffle(x)`, `x.sort()`."""
+        func = call.func
+        qual = self.ev.module.qualname(func)
+        if qual in names.RANDOM_SHUFFLE_CALLS and call.args and not self.ev.module.is_random_seeded:
+            self.taint(call.args[0], Flaw(UnseededShuffle.code, call, f"unseeded `{qual}`"), scope)
+            return
+        if not isinstance(func, ast.Attribute):
+            return
+        seeded = scope.rngs.get(func.value.id) if isinstance(func.value, ast.Name) else None
+        if func.attr == "shuffle" and seeded is False and call.args:
+            self.taint(call.args[0], Flaw(UnseededShuffle.code, call, "unseeded `shuffle`"), scope)
+            return
+        target = func.value.id if isinstance(func.value, ast.Name) else None
+        if target is None:
+            return
+        if func.attr == "sort" and target in scope.lists:
+            scope.lists[target].flaws = tuple(f for f in scope.lists[target].flaws
+                                              if f.code not in _ORDER)
+        elif func.attr == "sort" and target in scope.values:
+            scope.values[target] = without_flaws(scope.values[target], _ORDER)
+        elif target in scope.lists and func.attr in ("append", "insert", "extend") and call.args:
+            lst = scope.lists[target]
+            item = call.args[-1]
+            element = ast.Starred(value=item) if func.attr == "extend" else item
+            if func.attr == "insert" and _is_zero(call.args[0]):
+                lst.elements.insert(0, element)
+            else:
+                lst.elements.append(element)
+            lst.flaws += loop_flaws
+
+    def taint(self, target: ast.expr, flaw: Flaw, scope: Scope) -> None:
+        if not isinstance(target, ast.Name):
+            return
+        if target.id in scope.lists:
+            scope.lists[target.id].flaws += (flaw,)
+        else:
+            shape = self.ev.shape(target, scope)
+            scope.values[target.id] = tuple(p._replace(flaws=p.flaws + (flaw,)) for p in shape) \
+                or shape
+
+    # -- expressions ---------------------------------------------------------------------
+    def scan(self, expr: ast.expr, scope: Scope) -> None:
+        """Find prompt sites and template fillings among the calls inside `expr`."""
+        for node in ast.walk(expr):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _FILL_METHODS:
+                self.record_fillings(node, func.attr, scope)
+            site = prompts.find_site(self.ev, node, scope)
+            if site is not None:
+                self.on_site(site)
+
+    def record_fillings(self, node: ast.Call, method: str, scope: Scope) -> None:
+        module = self.ev.module
+        pairs: list[tuple[str, ast.expr]] = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        if node.args and isinstance(node.args[0], ast.Dict):
+            pairs += [(k.value, v) for k, v in zip(node.args[0].keys, node.args[0].values)
+                      if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        for key, value in pairs:
+            shape = self.ev.shape(value, scope, hint=key)
+            module.fillings.setdefault(key, []).append(shape)
+            if method == "partial" and not any(p.is_dynamic for p in shape):
+                module.partial_names.add(key)
+
+    def maybe_message_list(self, node: ast.List, scope: Scope) -> None:
+        if any(prompts.role_of(e) for e in node.elts):
+            self.on_site(prompts.Site(node, prompts.message_segments(self.ev, node, scope),
+                                      "high", None))
+
+
+def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
+    """The expressions a statement evaluates itself (not those of its nested blocks)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return [stmt.iter]
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in stmt.items]
+    if isinstance(stmt, ast.Try):
+        return []
+    return [n for n in ast.iter_child_nodes(stmt) if isinstance(n, ast.expr)]
+
+
+def is_text_building(node: ast.expr) -> bool:
+    """An f-string, a concatenation or a `.format` call: text assembled from parts."""
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("format", "join")
+
+
+def _is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0
+
+
+def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Shape:
+    """The shape `fn` returns (its last `return`), its parameters unknown; finds no sites."""
+    walker = Walker(ev, lambda site: None)
+    walker.body(fn.body, Scope())
+    return walker.returns[-1] if walker.returns else EMPTY
