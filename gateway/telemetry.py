@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
@@ -27,7 +28,7 @@ def _exporters_from_env() -> list[SpanExporter]:
     exporters: list[SpanExporter] = []
     for name in names:
         if name == "console":
-            exporters.append(ConsoleSpanExporter())
+            exporters.append(ConsoleSpanExporter(out=sys.stdout))
         elif name == "otlp":
             try:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -41,14 +41,14 @@ def test_prompt_text_is_logged_only_when_asked(make_client, caplog) -> None:
         assert secret in caplog.text
 
 
-def test_exporters_follow_otel_env(monkeypatch, capfd) -> None:
+def test_exporters_follow_otel_env(monkeypatch, capsys) -> None:
     from radixgate.gateway.telemetry import make_tracer
 
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
     tracer, provider = make_tracer()
     tracer.start_span("console-span").end()
     provider.force_flush()
-    assert "console-span" in capfd.readouterr().out
+    assert "console-span" in capsys.readouterr().out
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     tracer, provider = make_tracer()
     assert provider is None
