@@ -78,6 +78,9 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
                 else ev.fill(found[0], found[1], args, kwargs)
     if attr == "join" and node.args:
         sep = ev.shape(receiver, scope)
+        elements = ev.list_elements(node.args[0], scope)
+        if elements is not None:  # a known list keeps its order: each element stays in place
+            return ev.sequence(elements, scope, sum(p.chars for p in sep))
         items = ev.element(node.args[0], scope)
         return derive(items, node, None) if not sep else derive(items + sep, node, None)
     if attr in ("strftime",):

@@ -135,25 +135,22 @@ def _to_violation(finding: Finding, filename: str, span: tuple[int, int]) -> Vio
 
 
 def _short_prefix(site: Site, minimum: int) -> Finding | None:
-    texts: list[str] = []
-    chars = 0
-    stop = None
-    for seg in site.segments:
-        for part in seg.shape:
-            if part.kind is not Kind.TEXT:
-                stop = part
-                break
-            texts.append(part.label)
-            chars += part.chars
-        if stop is not None:
+    """KV301: the static text before the first non-static part, when it is known to end there
+    (a value in a system or tools segment may be a constant from another module)."""
+    parts = [(part, seg.role) for seg in site.segments for part in seg.shape]
+    head = []
+    for part, role in parts:
+        if part.kind is not Kind.TEXT:
+            if part.kind is Kind.UNKNOWN and role in (None, "system", "tools"):
+                return None
             break
-    if stop is not None and stop.kind is Kind.UNKNOWN:
-        return None  # the prefix may go on in a value promptlint cannot see
+        head.append(part)
+    chars = sum(p.chars for p in head)
     if not chars:
         return None
     from .tokens import count_tokens
 
-    known = "".join(texts)
+    known = "".join(p.label for p in head)
     tokens = count_tokens(known) + max(0, chars - len(known)) // 4
     if tokens >= minimum:
         return None

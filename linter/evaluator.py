@@ -112,6 +112,10 @@ class Evaluator:
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             label = dotted(node)
             base = node.value
+            if isinstance(base, ast.Call):
+                inner = self.shape(base, scope)
+                if any(p.kind is not Kind.UNKNOWN for p in inner):
+                    return derive(inner, node)
             if isinstance(base, ast.Name) and base.id in scope.values and isinstance(node, ast.Subscript):
                 inner = scope.values[base.id]
                 if any(p.kind is not Kind.UNKNOWN for p in inner):
@@ -225,6 +229,14 @@ class Evaluator:
     def is_toolish(self, node: ast.expr) -> bool:
         label = dotted(node) or ""
         return bool(set(names.words(label)) & _TOOLISH)
+
+    def list_elements(self, node: ast.expr, scope: Scope) -> list[ast.expr] | None:
+        """The elements of a list display or of a local list with a stable order, else None."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return list(node.elts)
+        if isinstance(node, ast.Name) and node.id in scope.lists and not scope.lists[node.id].flaws:
+            return list(scope.lists[node.id].elements)
+        return None
 
     def new_list(self, node: ast.expr, scope: Scope) -> ListValue | None:
         """A `ListValue` for a list display or a copy of a known list, else None."""

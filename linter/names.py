@@ -92,11 +92,11 @@ def classify_name(identifier: str) -> tuple[Kind, Change] | None:
         return Kind.ID, Change.PER_SESSION
     if last in _STATIC_WORDS or (len(ws) > 1 and ws[-2] in ("format", "max", "num")):
         return None
-    if last == "id" or last == "ids" or last.endswith("id") and last[:-2] in _ID_OWNERS:
-        owners = set(ws[:-1]) | {last[:-2]}
-        if owners & _REQUEST_ID_OWNERS:
+    if last in ("id", "ids", "uuid") or last.endswith("id") and last[:-2] in _ID_OWNERS:
+        owner = last[:-2] if last not in ("id", "ids", "uuid") else ws[-2] if len(ws) > 1 else ""
+        if owner in _REQUEST_ID_OWNERS:
             return Kind.ID, Change.PER_REQUEST
-        if owners & _ID_OWNERS:
+        if owner in _ID_OWNERS:
             return Kind.ID, Change.PER_SESSION
         return None
     if last in _USER_WORDS:

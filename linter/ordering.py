@@ -80,5 +80,7 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
 
 
 def _cacheable_after(rest: list, threshold: int) -> bool:
+    """Whether the flawed value is inside the prefix of what follows: enough static text, or
+    any value at all (the question after shuffled examples)."""
     static = sum(p.chars for p, _, _ in rest if p.kind is Kind.TEXT)
-    return static >= threshold or any(p.kind is Kind.DOC or p.is_dynamic for p, _, _ in rest)
+    return static >= threshold or any(p.kind not in (Kind.TEXT, Kind.BREAK) for p, _, _ in rest)

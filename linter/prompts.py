@@ -244,8 +244,8 @@ def http_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
     """`requests.post(".../v1/chat/completions", json={...})` and httpx alike."""
     url = node.args[0]
     texts = [n.value for n in ast.walk(url) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-    if isinstance(url, ast.Name) and url.id in scope.literals:
-        texts.append(scope.literals[url.id])
+    if isinstance(url, ast.Name):
+        texts.append(scope.literals.get(url.id) or ev.module.literals.get(url.id) or "")
     if not any(p in t for t in texts for p in _HTTP_PATHS):
         return None
     body = _kw(node, "json")
@@ -269,11 +269,11 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
     last = name.rsplit(".", 1)[-1]
     owner = name.rsplit(".", 2)[-2] if name.count(".") else ""
     arg = node.args[0] if node.args else None
-    if last in ("from_template", "from_messages") and owner in _TEMPLATE_CLASSES:
+    if last in ("from_template", "from_messages") and owner.endswith(("Template", "Prompt")):
         if last == "from_messages" and arg is not None:
             return Site(node, message_segments(ev, arg, scope, templated=True), "high", None)
         template = arg or _kw(node, "template")
-        return Site(node, [Segment(_TEMPLATE_CLASSES[owner], template_shape(ev, template, scope))],
+        return Site(node, [Segment(_TEMPLATE_CLASSES.get(owner), template_shape(ev, template, scope))],
                     "high", None)
     if last in ("PromptTemplate", "ChatPromptTemplate"):
         template, messages = _kw(node, "template"), _kw(node, "messages") or arg

@@ -1,0 +1,11 @@
+# expect: none
+import anthropic
+from datetime import datetime
+
+client = anthropic.Anthropic()
+
+def ask(q):
+    return client.messages.create(model="claude", max_tokens=256,
+        system=[{"type": "text", "text": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates.", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": f"Now: {datetime.now()}"}],
+        messages=[{"role": "user", "content": q}])

@@ -1,0 +1,9 @@
+# expect: none
+from openai import OpenAI
+
+TOOLS = {"search": "Search the web.", "weather": "Get the weather."}
+
+def ask(client: OpenAI, q):
+    listing = "\n".join(f"{k}: {v}" for k, v in TOOLS.items())
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": listing + "\nYou are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}, {"role": "user", "content": q}])

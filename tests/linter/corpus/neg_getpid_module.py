@@ -1,0 +1,9 @@
+# expect: none
+import os
+from openai import OpenAI
+
+WORKER = os.getpid()
+
+def ask(client: OpenAI, q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": f"You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}, {"role": "user", "content": f"{q} (worker {WORKER})"}])

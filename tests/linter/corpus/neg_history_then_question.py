@@ -1,0 +1,8 @@
+# expect: none
+from openai import OpenAI
+
+def ask(client: OpenAI, chat_history, question):
+    messages = [{"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}]
+    messages.extend(chat_history)
+    messages.append({"role": "user", "content": question})
+    return client.chat.completions.create(model="m", messages=messages)

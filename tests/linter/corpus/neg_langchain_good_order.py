@@ -1,0 +1,11 @@
+# expect: none
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+
+prompt = ChatPromptTemplate.from_messages([
+    ("system", "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates.\nContext:\n{context}"),
+    MessagesPlaceholder("history"),
+    ("human", "{question}"),
+])
+
+def run(llm, context, history, question):
+    return (prompt | llm).invoke({"context": context, "history": history, "question": question})

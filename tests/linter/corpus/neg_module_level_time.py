@@ -1,0 +1,11 @@
+# expect: none
+from datetime import datetime
+from openai import OpenAI
+
+STARTED = datetime.now().isoformat()
+SYSTEM = f"Service build {STARTED}. You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."
+client = OpenAI()
+
+def ask(q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": SYSTEM}, {"role": "user", "content": q}])

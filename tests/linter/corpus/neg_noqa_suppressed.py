@@ -1,0 +1,8 @@
+# expect: none
+from datetime import datetime
+from openai import OpenAI
+
+def ask(client: OpenAI, q):
+    system = f"Now {datetime.now()}. You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."  # noqa: KV101
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": system}, {"role": "user", "content": q}])

@@ -1,0 +1,7 @@
+# expect: none
+import random
+from openai import OpenAI
+
+def ask(client: OpenAI, q):
+    return client.chat.completions.create(model="m", temperature=random.random(), messages=[
+        {"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}, {"role": "user", "content": q}])

@@ -1,0 +1,10 @@
+# expect: none
+from openai import OpenAI
+
+BLOCKED = {"spam", "abuse"}
+
+def ask(client: OpenAI, topic, q):
+    if topic in BLOCKED:
+        return None
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}, {"role": "user", "content": q}])

@@ -1,0 +1,9 @@
+# expect: none
+from openai import OpenAI
+
+AVAILABLE = {"search", "calculator", "weather"}
+
+def ask(client: OpenAI, q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": "Tools: " + ", ".join(sorted(AVAILABLE)) + "\nYou are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."},
+        {"role": "user", "content": q}])

@@ -1,0 +1,9 @@
+# expect: none
+from openai import OpenAI
+
+def system_prompt() -> str:
+    return "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."
+
+def ask(client: OpenAI, q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": system_prompt()}, {"role": "user", "content": q}])

@@ -1,0 +1,11 @@
+# expect: none
+import time
+from openai import OpenAI
+
+RELEASE = (2024, 5, 1, 0, 0, 0, 0, 0, 0)
+
+def ask(client: OpenAI, q):
+    stamp = time.strftime("%Y-%m-%d", RELEASE)
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": f"Policy version {stamp}. You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."},
+        {"role": "user", "content": q}])

@@ -1,0 +1,13 @@
+# expect: none
+import logging
+import time
+from openai import OpenAI
+
+log = logging.getLogger(__name__)
+
+def ask(client: OpenAI, q):
+    started = time.time()
+    out = client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}, {"role": "user", "content": q}])
+    log.info("took %.2fs", time.time() - started)
+    return out

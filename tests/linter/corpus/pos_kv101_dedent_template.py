@@ -1,0 +1,14 @@
+# expect: KV101
+import textwrap
+from datetime import datetime
+from openai import OpenAI
+
+SYSTEM = textwrap.dedent("""
+    Session started {started}.
+    You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates.
+""")
+
+def ask(client: OpenAI, q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": SYSTEM.format(started=datetime.now())},
+        {"role": "user", "content": q}])

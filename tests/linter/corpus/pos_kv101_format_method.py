@@ -1,0 +1,9 @@
+# expect: KV101
+from datetime import datetime
+from openai import OpenAI
+
+TEMPLATE = "Date: {now}\nYou are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates.\nQuestion: {question}"
+
+def run(client: OpenAI, question: str):
+    text = TEMPLATE.format(now=datetime.utcnow().isoformat(), question=question)
+    return client.chat.completions.create(model="m", messages=[{"role": "user", "content": text}])

@@ -1,0 +1,13 @@
+# expect: KV101
+from datetime import date
+from langchain_core.prompts import ChatPromptTemplate
+
+def build():
+    return ChatPromptTemplate.from_messages([
+        ("system", "Today's date: {current_date}. You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."),
+        ("human", "{input}"),
+    ])
+
+def run(llm, text):
+    chain = build() | llm
+    return chain.invoke({"current_date": date.today().isoformat(), "input": text})

@@ -1,0 +1,5 @@
+# expect: KV101
+from langchain_core.prompts import ChatPromptTemplate, SystemMessagePromptTemplate, HumanMessagePromptTemplate
+
+system = SystemMessagePromptTemplate.from_template("Customer {user_name}. You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates.")
+chat = ChatPromptTemplate.from_messages([system, HumanMessagePromptTemplate.from_template("{question}")])

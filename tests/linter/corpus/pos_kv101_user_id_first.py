@@ -1,0 +1,8 @@
+# expect: KV101
+import openai
+
+def answer(user_id: str, question: str):
+    return openai.ChatCompletion.create(model="gpt-4", messages=[
+        {"role": "system", "content": f"User {user_id}. You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."},
+        {"role": "user", "content": question},
+    ])

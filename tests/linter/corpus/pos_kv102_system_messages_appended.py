@@ -1,0 +1,12 @@
+# expect: KV102
+from datetime import datetime
+from openai import OpenAI
+
+client = OpenAI()
+
+def ask(question, tenant_id):
+    messages = []
+    messages.append({"role": "system", "content": f"Tenant {tenant_id}"})
+    messages.append({"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."})
+    messages.append({"role": "user", "content": question})
+    return client.chat.completions.create(model="m", messages=messages)

@@ -1,0 +1,4 @@
+# expect: KV103
+from langchain_core.prompts import PromptTemplate
+
+prompt = PromptTemplate.from_template("Query: {query}\nContext:\n{context}\nAnswer:")

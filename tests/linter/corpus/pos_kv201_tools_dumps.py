@@ -1,0 +1,8 @@
+# expect: KV201
+import json
+from openai import OpenAI
+
+def ask(client: OpenAI, tools, q):
+    system = "You can call these tools:\n" + json.dumps(tools) + "\nYou are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": system}, {"role": "user", "content": q}])

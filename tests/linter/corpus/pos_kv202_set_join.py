@@ -1,0 +1,9 @@
+# expect: KV202
+from openai import OpenAI
+
+AVAILABLE = {"search", "calculator", "weather", "calendar"}
+
+def ask(client: OpenAI, q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": "Tools: " + ", ".join(AVAILABLE) + "\nYou are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."},
+        {"role": "user", "content": q}])

@@ -1,0 +1,10 @@
+# expect: KV202
+from openai import OpenAI
+
+def ask(client: OpenAI, labels: list, q):
+    lines = []
+    for label in set(labels):
+        lines.append(f"- {label}")
+    system = "Classify into one of:\n" + "\n".join(lines) + "\nYou are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": system}, {"role": "user", "content": q}])

@@ -1,0 +1,12 @@
+# expect: KV204
+import glob
+from openai import OpenAI
+
+def ask(client: OpenAI, question):
+    parts = []
+    for path in glob.glob("kb/*.md"):
+        with open(path) as f:
+            parts.append(f.read())
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": "\n".join(parts)},
+        {"role": "user", "content": question}])
