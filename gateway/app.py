@@ -1,6 +1,7 @@
 """`create_app`: the FastAPI app and its one `AppState`."""
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
@@ -22,6 +23,8 @@ from .state import AppState
 from .telemetry import make_tracer
 from .timeseries import TimeSeries
 from .worker import LocalWorker, Worker
+
+HISTORY_SAMPLE_S = 1.0
 
 
 def create_app(config: GatewayConfig, worker: Worker | None = None,
@@ -45,7 +48,10 @@ def create_app(config: GatewayConfig, worker: Worker | None = None,
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        sampler = asyncio.create_task(_sample_history(state))
         yield
+        sampler.cancel()
+        await asyncio.gather(sampler, return_exceptions=True)
         if state.tracer_provider is not None:
             state.tracer_provider.shutdown()
         if state.owns_worker:
@@ -62,6 +68,13 @@ def create_app(config: GatewayConfig, worker: Worker | None = None,
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
     app.add_middleware(AuthMiddleware, auth=state.auth)
     return app
+
+
+async def _sample_history(state: AppState) -> None:
+    """Token usage and the running hit rate are levels, not events: sample them every second."""
+    while True:
+        state.stats()
+        await asyncio.sleep(HISTORY_SAMPLE_S)
 
 
 def app_state(app: Any) -> AppState:
