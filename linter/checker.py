@@ -47,8 +47,10 @@ def check_source(source: str, filename: str, settings: Settings) -> list[Violati
         _read(tree, lines, sites.append, (first.fillings, first.partial_names))
     else:
         _read(tree, lines, sites.append)
-    violations = list(_violations(sites, filename, settings))
-    return _suppress(_dedupe(violations), lines)
+    violations = _dedupe(list(_violations(sites, filename, settings)))
+    if violations and ("noqa" in source or "promptlint:" in source):
+        violations = _suppress(violations, lines, _string_ends(tree))
+    return violations
 
 
 def _read(tree: ast.Module, lines: list[str], on_site: Callable[[Site], None],
@@ -169,12 +171,22 @@ def _dedupe(violations: list[Violation]) -> list[Violation]:
     return sorted(out, key=lambda v: (v.row, v.col, v.code))
 
 
-def _suppress(violations: list[Violation], lines: list[str]) -> list[Violation]:
+def _string_ends(tree: ast.Module) -> list[tuple[int, int]]:
+    """(first, last) lines of every multi-line string literal."""
+    return [(n.lineno, n.end_lineno) for n in ast.walk(tree)
+            if isinstance(n, (ast.JoinedStr, ast.Constant)) and n.end_lineno
+            and n.end_lineno > n.lineno]
+
+
+def _suppress(violations: list[Violation], lines: list[str],
+              strings: list[tuple[int, int]]) -> list[Violation]:
     """Drop violations with `# noqa[: CODES]` or `# promptlint: disable=CODES` on their first or
-    last line (the line after a multi-line string's closing quotes)."""
+    last line, or after the closing quotes of the multi-line string they sit in."""
     kept = []
     for v in violations:
-        rows = {v.row, v.end_row} | ({v.span[1]} if v.span and v.code == "KV301" else set())
+        rows = {v.row, v.end_row} | {end for start, end in strings if start <= v.row <= end}
+        if v.span and v.code == "KV301":
+            rows.add(v.span[1])
         if not any(_suppressed(lines[r - 1], v.code) for r in rows if 0 < r <= len(lines)):
             kept.append(v)
     return kept

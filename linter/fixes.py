@@ -1,11 +1,12 @@
-"""Fixes: `sort_keys=True` for KV201 and `sorted(...)` for KV202 / KV204, all safe: they change
-only the order of things whose order never mattered to the program. Reordering prompt parts
-(KV101, KV103) changes what the model reads, so promptlint does not do it for you."""
+"""Fixes. Safe: `sort_keys=True` for KV201 and `sorted(...)` for KV202 / KV204; they change only
+the order of things whose order never mattered to the program. Unsafe (`--unsafe-fixes`): for
+KV101 inside one f-string, move the leading dynamic sentence after the static text; that
+changes what the model reads, so it is never applied by `--fix` alone."""
 from __future__ import annotations
 
 import ast
 
-from .rules import DirectoryOrder, UnorderedIteration, UnsortedJsonDumps
+from .rules import DirectoryOrder, DynamicBeforeStatic, UnorderedIteration, UnsortedJsonDumps
 from .violation import Edit, Fix, Violation
 
 _NO_SORT = ("scandir", "walk")  # DirEntry objects and walk tuples do not sort as names
@@ -17,16 +18,22 @@ def _char_col(line: str, byte_col: int) -> int:
 
 def attach(source: str, violations: list[Violation]) -> list[Violation]:
     """`violations` with a `fix` where promptlint knows a safe one."""
-    fixable = {UnsortedJsonDumps.code, UnorderedIteration.code, DirectoryOrder.code}
+    fixable = {UnsortedJsonDumps.code, UnorderedIteration.code, DirectoryOrder.code,
+               DynamicBeforeStatic.code}
     if not any(v.code in fixable for v in violations):
         return violations
     tree = ast.parse(source)
     lines = source.splitlines()
     at: dict[tuple[int, int, int, int], ast.AST] = {}
     parents: dict[ast.AST, ast.AST] = {}
+    fstrings: dict[tuple[int, int], ast.JoinedStr] = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
+        if isinstance(node, ast.JoinedStr):
+            for piece in node.values:
+                if isinstance(piece, ast.FormattedValue):
+                    fstrings[(piece.value.lineno, piece.value.col_offset + 1)] = node
         if isinstance(node, ast.expr) and node.end_lineno is not None:
             at.setdefault((node.lineno, node.col_offset + 1, node.end_lineno,
                            (node.end_col_offset or 0) + 1), node)
@@ -38,6 +45,8 @@ def attach(source: str, violations: list[Violation]) -> list[Violation]:
             fix = _sort_keys(node, lines)
         elif node is not None and v.code in (UnorderedIteration.code, DirectoryOrder.code):
             fix = _wrap_sorted(node, parents.get(node), lines)
+        elif v.code == DynamicBeforeStatic.code and (v.row, v.col) in fstrings:
+            fix = _move_head(fstrings[(v.row, v.col)], (v.row, v.col), lines)
         out.append(v._replace(fix=fix) if fix else v)
     return out
 
@@ -71,6 +80,30 @@ def _wrap_sorted(node: ast.AST, parent: ast.AST | None, lines: list[str]) -> Fix
     return Fix("Wrap in `sorted(...)`", "safe",
                (Edit(node.lineno, start, node.lineno, start, "sorted("),
                 Edit(node.end_lineno, end, node.end_lineno, end, ")")))
+
+
+def _move_head(fstring: ast.JoinedStr, where: tuple[int, int], lines: list[str]) -> Fix | None:
+    """`f"Today is {d}. You are ..."` -> `f"You are ...\\nToday is {d}."` when everything after
+    the last placeholder's sentence is static text."""
+    values = fstring.values
+    last = max(i for i, v in enumerate(values) if isinstance(v, ast.FormattedValue))
+    if not any((v.value.lineno, v.value.col_offset + 1) == where for v in values[:last + 1]
+               if isinstance(v, ast.FormattedValue)):
+        return None
+    rest = values[last + 1:]
+    if not rest or not isinstance(rest[0], ast.Constant) or fstring.end_lineno is None:
+        return None
+    tail_text = "".join(str(v.value) for v in rest)
+    cut = min((i + len(b) for b in (". ", ".\n", "\n") if (i := tail_text.find(b)) >= 0),
+              default=-1)
+    if cut < 0 or not tail_text[cut:].strip():
+        return None
+    head = list(values[:last + 1]) + [ast.Constant(tail_text[:cut].rstrip())]
+    moved = ast.JoinedStr([ast.Constant(tail_text[cut:].rstrip() + "\n"), *head])
+    start = _char_col(lines[fstring.lineno - 1], fstring.col_offset)
+    end = _char_col(lines[fstring.end_lineno - 1], fstring.end_col_offset or 0)
+    return Fix("Move the dynamic sentence after the static text", "unsafe",
+               (Edit(fstring.lineno, start, fstring.end_lineno, end, ast.unparse(moved)),))
 
 
 def apply(source: str, violations: list[Violation], unsafe: bool = False) -> tuple[str, int]:

@@ -113,7 +113,6 @@ class TurnBeforeDocuments(Rule):
     code = "KV103"
     name = "turn-before-documents"
     message = "{label} before shared documents ({doc})"
-    fix = "unsafe"
 
 
 class DynamicBeforeCacheBreakpoint(Rule):

@@ -46,8 +46,7 @@ class Walker:
             self.mutate(stmt.value, scope, loop_flaws)
         elif isinstance(stmt, ast.Return) and stmt.value is not None:
             self.returns.append(self.ev.shape(stmt.value, scope))
-            if isinstance(stmt.value, ast.List):
-                self.maybe_message_list(stmt.value, scope)
+            self.maybe_messages(stmt.value, scope)
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
             flaws = loop_flaws + flaws_of(item)
@@ -186,10 +185,15 @@ class Walker:
             if method == "partial" and not any(p.is_dynamic for p in shape):
                 module.partial_names.add(key)
 
-    def maybe_message_list(self, node: ast.List, scope: Scope) -> None:
-        if any(prompts.role_of(e) for e in node.elts):
-            self.on_site(prompts.Site(node, prompts.message_segments(self.ev, node, scope),
-                                      "high", None))
+    def maybe_messages(self, node: ast.expr, scope: Scope) -> None:
+        """A message list (or one message) returned for a caller to send is a site too."""
+        elements = [node] if isinstance(node, ast.Dict) else node.elts \
+            if isinstance(node, (ast.List, ast.Tuple)) else scope.lists[node.id].elements \
+            if isinstance(node, ast.Name) and node.id in scope.lists else []
+        if any(prompts.role_of(e) for e in elements):
+            segments = prompts.message_segments(self.ev, ast.List(elts=[node])
+                                                if isinstance(node, ast.Dict) else node, scope)
+            self.on_site(prompts.Site(node, segments, "high", None))
 
 
 def own_expressions(stmt: ast.stmt) -> list[ast.expr]:

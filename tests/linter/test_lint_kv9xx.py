@@ -1,0 +1,146 @@
+"""Statistics feedback: `--stats` from a saved JSON file or a live HTTP endpoint; KV901."""
+import http.server
+import json
+import threading
+
+import pytest
+
+from radixgate.linter import cli, stats
+
+SOURCE = '''from datetime import datetime
+from openai import OpenAI
+
+SYSTEM = "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy."
+
+
+def ask(client: OpenAI, q):
+    return client.chat.completions.create(
+        model="m",
+        messages=[{"role": "system", "content": f"{datetime.now()} " + SYSTEM},
+                  {"role": "user", "content": q}])
+
+
+def ask_by_id(client: OpenAI, user_id, q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": f"user {user_id}. " + SYSTEM},
+        {"role": "user", "content": q}])
+
+
+def clean(client: OpenAI, q):
+    return client.chat.completions.create(model="m", messages=[
+        {"role": "system", "content": SYSTEM}, {"role": "user", "content": q}])
+'''
+
+
+def _template(name, source, requests, prompt, cached, static=1000, distinct=1):
+    return {"template": name, "source": source, "requests": requests, "prompt_tokens": prompt,
+            "cached_tokens": cached, "hit_rate": cached / prompt, "static_prefix_tokens": static,
+            "distinct_static_prefixes": distinct, "recomputed_static_tokens": static * distinct}
+
+
+STATS = {"templates": [
+    _template("by-time", "/srv/app/bot.py:9", 120, 150_000, 6_000),        # line 9 inside ask()
+    _template("by-user", "bot.py:15", 300, 400_000, 300_000),
+    _template("clean", "app/bot.py:22", 500, 600_000, 60_000),             # no static finding
+    _template("elsewhere", "other/module.py:3", 50, 50_000, 0),
+    {"template": "(untagged)", "source": None, "requests": 3, "prompt_tokens": 30,
+     "cached_tokens": 0, "hit_rate": 0.0},
+]}
+
+
+@pytest.fixture()
+def app(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "bot.py").write_text(SOURCE)
+    (tmp_path / "stats.json").write_text(json.dumps(STATS))
+    return tmp_path
+
+
+def _json(capsys, argv):
+    code = cli.main(argv)
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_findings_carry_measurements_ordered_by_waste(app, capsys):
+    code, out = _json(capsys, ["app", "--stats", "stats.json", "--format", "json", "--isolated"])
+    assert code == 1
+    assert [(v["code"], v["location"]["row"]) for v in out] == [
+        ("KV901", 22), ("KV101", 10), ("KV101", 16)]
+    kv901, by_time, by_user = out
+    assert kv901["measured"]["recomputed_tokens"] == 540_000
+    assert "ideal" in kv901["message"] and "540,000 prompt tokens recomputed" in kv901["message"]
+    assert by_time["message"].endswith(
+        "measured hit rate 4% over 120 requests, 144,000 prompt tokens recomputed")
+    assert by_user["measured"]["hit_rate"] == 0.75
+
+
+def test_text_and_sarif_show_the_numbers(app, capsys):
+    cli.main(["app", "--stats", "stats.json", "--isolated"])
+    text = capsys.readouterr().out
+    assert "KV101 [error] timestamp `datetime.now()` (changes every request) before" in text
+    assert "— measured hit rate 4% over 120 requests, 144,000 prompt tokens recomputed" in text
+    cli.main(["app", "--stats", "stats.json", "--isolated", "--format", "sarif"])
+    sarif = json.loads(capsys.readouterr().out)
+    results = sarif["runs"][0]["results"]
+    assert results[1]["properties"]["measured"]["requests"] == 120
+    assert "measured hit rate 4%" in results[1]["message"]["text"]
+
+
+def test_kv901_can_be_ignored(app, capsys):
+    code, out = _json(capsys, ["app", "--stats", "stats.json", "--format", "json", "--isolated",
+                               "--ignore", "KV9"])
+    assert [v["code"] for v in out] == ["KV101", "KV101"]
+
+
+def test_source_matching_is_by_path_suffix_and_call_span():
+    assert stats.same_file("app/bot.py", "/srv/app/bot.py")
+    assert stats.same_file("/home/x/app/bot.py", "bot.py")
+    assert not stats.same_file("app/robot.py", "bot.py")
+    assert not stats.same_file("other/bot.py", "app/bot.py")
+
+
+def test_live_endpoint_over_http(app, capsys):
+    body = json.dumps(STATS).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = self.path == "/v1/prompt_stats"
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body if ok else b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        code, out = _json(capsys, ["app", "--stats", url, "--format", "json", "--isolated"])
+        assert code == 1 and out[0]["code"] == "KV901"
+        assert cli.main(["app", "--stats", url + "/nope", "--isolated"]) == 2
+        assert "cannot read statistics" in capsys.readouterr().err
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_bad_statistics_are_a_tool_failure(app, capsys):
+    (app / "bad.json").write_text('{"templates": [{"source": "a.py:1"}]}')
+    assert cli.main(["app", "--stats", "bad.json", "--isolated"]) == 2
+    assert "malformed template entry" in capsys.readouterr().err
+    assert cli.main(["app", "--stats", "missing.json", "--isolated"]) == 2
+
+
+def test_no_network_without_stats(app, capsys, monkeypatch):
+    import httpx
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("promptlint touched the network without --stats")
+
+    monkeypatch.setattr(httpx, "get", refuse)
+    assert cli.main(["app", "--isolated"]) == 1
