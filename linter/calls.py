@@ -5,6 +5,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from . import names
+from .rules import UnorderedIteration
 from .shape import (Change, Flaw, Kind, Part, Shape, derive, text, unknown, value, with_flaw,
                     without_flaws)
 
@@ -82,6 +83,10 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
         if elements is not None:  # a known list keeps its order: each element stays in place
             return ev.sequence(elements, scope, sum(p.chars for p in sep))
         items = ev.element(node.args[0], scope)
+        if isinstance(node.args[0], ast.Name):  # report unordered names where `sorted()` goes
+            items = tuple(p._replace(flaws=tuple(
+                f._replace(node=node.args[0]) if f.code == UnorderedIteration.code else f
+                for f in p.flaws)) for p in items)
         return derive(items, node, None) if not sep else derive(items + sep, node, None)
     if attr in ("strftime",):
         recv = ev.shape(receiver, scope)

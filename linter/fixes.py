@@ -96,7 +96,9 @@ def _move_head(fstring: ast.JoinedStr, where: tuple[int, int], lines: list[str])
     tail_text = "".join(str(v.value) for v in rest)
     cut = min((i + len(b) for b in (". ", ".\n", "\n") if (i := tail_text.find(b)) >= 0),
               default=-1)
-    if cut < 0 or not tail_text[cut:].strip():
+    if not 0 <= cut <= 24:  # no short end of sentence after the value: move the value alone
+        cut = len(tail_text) - len(tail_text.lstrip(" \t\n.,;:|-"))
+    if not tail_text[cut:].strip():
         return None
     head = list(values[:last + 1]) + [ast.Constant(tail_text[:cut].rstrip())]
     moved = ast.JoinedStr([ast.Constant(tail_text[cut:].rstrip() + "\n"), *head])

@@ -31,6 +31,9 @@ _LC_ROLES = {"system": "system", "human": "user", "user": "user", "ai": "assista
              "assistant": "assistant", "developer": "system"}
 _LLM_METHODS = frozenset({"invoke", "ainvoke", "generate_content", "predict", "complete"})
 _PROMPT_CLASSES = ("radixgate.Prompt", "radixgate._prompt.Prompt")
+#: radixgate's segment constructors: each call is a typed piece of a `Prompt`, never a sink.
+_SEGMENT_FUNCTIONS = ("system", "tools", "examples", "document", "history", "context", "user",
+                      "Segment")
 _RNG_CLASSES = ("random.Random", "numpy.random.default_rng", "numpy.random.RandomState")
 BREAK: Shape = (Part(Kind.BREAK, Change.NEVER, 0, None, "cache_control"),)
 
@@ -91,8 +94,11 @@ def is_radixgate_prompt(ev: Evaluator, node: ast.expr, scope: Scope) -> bool:
     qual = ev.module.qualname(func) or ""
     if qual in _PROMPT_CLASSES or qual.startswith(tuple(p + "." for p in _PROMPT_CLASSES)):
         return True
+    if qual.startswith("radixgate.") and qual.rsplit(".", 1)[-1] in _SEGMENT_FUNCTIONS:
+        return True
     root = root_call(node)
-    return isinstance(root, ast.Name) and root.id in scope.prompts
+    return isinstance(root, ast.Name) and (root.id in scope.prompts
+                                           or root.id in ev.module.prompt_names)
 
 
 def rng_construction(ev: Evaluator, node: ast.expr) -> bool | None:

@@ -84,6 +84,8 @@ class Walker:
         scope.values.pop(name, None)
         if prompts.is_radixgate_prompt(self.ev, value, scope):
             scope.prompts.add(name)
+            if scope.is_module:
+                self.ev.module.prompt_names.add(name)
             return
         seeded = prompts.rng_construction(self.ev, value)
         if seeded is not None:
