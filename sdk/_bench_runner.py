@@ -143,7 +143,8 @@ async def _send(client: AsyncClient, request: BenchRequest, max_tokens: int) -> 
         else:
             stream = await client.chat_stream(request.prompt, max_tokens=max_tokens, temperature=0.0, metadata=source)
         async for chunk in stream:
-            if not result.ttft and (chunk.text or chunk.choices):
+            # The first token's text, not the first event: servers send the role delta before prefill ends.
+            if not result.ttft and chunk.text:
                 result.ttft = time.perf_counter() - start
     except APIError as exc:
         result.error = str(exc)

@@ -43,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", default=None)
     p.add_argument("--model", default=None, help="model name (default: the first /v1/models lists)")
     p.add_argument("--workload", choices=WORKLOADS, default="chatbot")
-    p.add_argument("--num-prompts", type=int, default=32)
-    p.add_argument("--shared-tokens", type=int, default=1500, help="length of each workload's shared part")
+    p.add_argument("--num-prompts", type=int, default=None, help="requests per workload (default: 32; 12 with --table)")
+    p.add_argument("--shared-tokens", type=int, default=1200, help="length of each workload's shared part")
     p.add_argument("--max-tokens", type=int, default=8, help="output tokens per request")
     p.add_argument("--request-rate", type=float, default=float("inf"), help="Poisson arrivals per second")
     p.add_argument("--max-concurrency", type=int, default=4, help="requests in flight at most (0: unlimited)")
@@ -55,8 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-retries", type=int, default=2, help="retries per request on connection errors, 429, 5xx")
     gsp = p.add_argument_group("gsp (SGLang's generated-shared-prefix workload)")
     gsp.add_argument("--gsp-num-groups", type=int, default=GspParams.num_groups)
-    gsp.add_argument("--gsp-prompts-per-group", type=int, default=GspParams.prompts_per_group)
-    gsp.add_argument("--gsp-system-prompt-len", type=int, default=GspParams.system_prompt_len)
+    gsp.add_argument("--gsp-prompts-per-group", type=int, default=None, help="default: num-prompts / groups")
+    gsp.add_argument("--gsp-system-prompt-len", type=int, default=None, help="default: --shared-tokens")
     gsp.add_argument("--gsp-question-len", type=int, default=GspParams.question_len)
     gsp.add_argument("--gsp-output-len", type=int, default=GspParams.output_len)
     modes = p.add_argument_group("modes")
@@ -72,8 +72,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _workload(args: argparse.Namespace, name: str) -> Workload:
-    gsp = GspParams(args.gsp_num_groups, args.gsp_prompts_per_group, args.gsp_system_prompt_len,
-                    args.gsp_question_len, args.gsp_output_len)
+    gsp = GspParams(args.gsp_num_groups, args.gsp_prompts_per_group or max(1, args.num_prompts // args.gsp_num_groups),
+                    args.gsp_system_prompt_len or args.shared_tokens, args.gsp_question_len, args.gsp_output_len)
     return build_workload(name, num_prompts=args.num_prompts, shared_tokens=args.shared_tokens, seed=args.seed, gsp=gsp)
 
 
@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None, *, transport: httpx.AsyncBaseTransport |
     """Entry point of ``radixgate bench serving``; returns the exit status. `transport` replaces the
     network (tests pass an ``httpx.MockTransport``)."""
     args = _parser().parse_args(argv)
+    args.num_prompts = args.num_prompts or (12 if args.table else 32)
     console = Console(stderr=args.json, width=None if sys.stdout.isatty() else 160)  # pipes: no wrapped tables
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=Console(stderr=True), transient=True)
