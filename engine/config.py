@@ -15,6 +15,12 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"RADIXGATE_{name}", default)
 
 
+def num_threads() -> int | None:
+    """RADIXGATE_NUM_THREADS caps torch's CPU threads (tests set 1: servers and clients share 2 cores)."""
+    value = _env("NUM_THREADS")
+    return int(value) if value else None
+
+
 def default_model_cache_dir() -> str:
     return _env("CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "radixgate")
 
@@ -71,6 +77,12 @@ class EngineConfig:
     def torch_dtype(self):
         import torch
         return getattr(torch, self.dtype)
+
+    @property
+    def kv_torch_dtype(self):
+        """The KV pool's storage dtype: the model dtype for "auto", else the FP8 format named."""
+        from .kernels.fp8 import FP8_DTYPES
+        return FP8_DTYPES.get(self.kv_cache_dtype, self.torch_dtype)
 
 
 @dataclass(frozen=True)

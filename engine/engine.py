@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator, Callable
 import torch
 
 from .cache_manager import CacheManager
-from .config import EngineConfig, SamplingParams
+from .config import EngineConfig, SamplingParams, num_threads
 from .detokenizer import Detokenizer
 from .kv_pool import KVPool, SlotTable
 from .model_runner import ModelRunner
@@ -29,6 +29,8 @@ _CPU_KV_BUDGET_BYTES = 512 << 20   # default pool size on CPU when max_total_tok
 class Engine:
     def __init__(self, config: EngineConfig | None = None):
         self.config = config = config or EngineConfig()
+        if num_threads():
+            torch.set_num_threads(num_threads())
         path = ensure_tiny_checkpoint() if config.model_path == TINY_NAME else config.model_path
         self.model_name = TINY_NAME if config.model_path == TINY_NAME else os.path.basename(path.rstrip("/"))
         self.model_config = mc = read_config(path)
@@ -44,8 +46,8 @@ class Engine:
 
         ps = config.page_size
         num_pages = self._capacity_tokens() // ps
-        self.pool = KVPool(num_pages * ps, mc.num_layers, mc.num_kv_heads, mc.head_dim, config.torch_dtype,
-                           config.device)
+        self.pool = KVPool(num_pages * ps, mc.num_layers, mc.num_kv_heads, mc.head_dim, config.kv_torch_dtype,
+                           config.device, self.checkpoint_kv_scales)
         self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
@@ -65,7 +67,7 @@ class Engine:
         if self.config.max_total_tokens is not None:
             return self.config.max_total_tokens
         mc, cfg = self.model_config, self.config
-        per_token = KVPool.bytes_per_token(mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.torch_dtype)
+        per_token = KVPool.bytes_per_token(mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.kv_torch_dtype)
         if cfg.device.startswith("cuda"):
             free, _ = torch.cuda.mem_get_info()
             budget = int(free * cfg.mem_fraction_static)
@@ -138,9 +140,10 @@ class Engine:
         if req.finish_reason is not None:
             self._finish(req, text)
             return
-        new_ids = req.output_ids[req.num_sent_tokens:]
-        req.num_sent_tokens = len(req.output_ids)
-        req.on_update(req, StreamDelta(new_ids, text, False))
+        if req.on_update is not None:
+            new_ids = req.output_ids[req.num_sent_tokens:]
+            req.num_sent_tokens = len(req.output_ids)
+            req.on_update(req, StreamDelta(new_ids, text, False))
 
     def _finish(self, req: Req, last_text: str | None = None) -> None:
         self.scheduler.remove(req)
@@ -237,7 +240,9 @@ class Engine:
                      sampling: SamplingParams | None = None, cache_salt: str | None = None,
                      rid: str | None = None) -> AsyncIterator[StreamDelta]:
         """Yields token deltas; closing the generator early aborts the request."""
-        ids = self._encode_all(prompt, input_ids if input_ids is not None else None)[0]
+        if (prompt is None) == (input_ids is None):
+            raise ValueError("give exactly one of prompt= or input_ids=")
+        ids = list(input_ids) if input_ids is not None else self.tokenizer.encode(prompt, add_special_tokens=False)
         loop = asyncio.get_running_loop()
         deltas: asyncio.Queue[StreamDelta] = asyncio.Queue()
         req = self._make_req(ids, sampling or SamplingParams(), cache_salt, rid,

@@ -8,6 +8,12 @@ import pytest
 # Keep the test suite's threads to the machine's two cores and off the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Servers started by tests and the test process share two cores: one torch thread each avoids
+# OpenMP threads spinning against each other (a 5x slowdown when the cores are oversubscribed).
+os.environ.setdefault("RADIXGATE_NUM_THREADS", "1")
+import torch  # noqa: E402
+
+torch.set_num_threads(int(os.environ["RADIXGATE_NUM_THREADS"]))
 
 
 @pytest.fixture(scope="session")
