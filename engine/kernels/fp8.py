@@ -1,9 +1,10 @@
 """FP8 KV formats: which torch dtypes they are, their grids, and per-layer scales.
 
 A quantized pool stores `x / scale` rounded to the FP8 grid (round to nearest even, saturating
-at the format's largest finite value); attention multiplies back by `scale`. With
-scale = amax / finfo.max the largest observed value lands on the top of the grid, as vLLM's
-and SGLang's dynamically computed KV scales do.
+at the format's largest finite value); attention multiplies back by `scale`. A scale computed from observed K/V
+maps their largest magnitude to half the format's largest value: later tokens up to twice as
+large still fit (vLLM's dynamic KV scales leave similar headroom), and the relative precision of
+normal FP8 values does not depend on their magnitude, so the headroom costs nothing else.
 """
 from __future__ import annotations
 
@@ -43,10 +44,12 @@ def quantize_fp8(x: torch.Tensor, dtype: torch.dtype, scale: float) -> torch.Ten
     return (x.to(torch.float32) / scale).clamp(-top, top).to(dtype)
 
 
-def scale_from_amax(amax: float, dtype: torch.dtype) -> float:
-    """The scale that maps the largest magnitude seen to the format's largest value.
+SCALE_HEADROOM = 2.0
 
-    An all-zero first batch gives 1.0 (there is nothing to calibrate against)."""
-    if not amax > 0.0 or amax == float("inf"):
-        return 1.0
-    return float(amax) / fp8_grid(dtype).max_value
+
+def scale_from_amax(amax: float, dtype: torch.dtype) -> float | None:
+    """The scale that maps the largest magnitude seen to 1 / SCALE_HEADROOM of the format's range;
+    None when `amax` is zero or not finite (there is nothing to calibrate against)."""
+    if not 0.0 < amax < float("inf"):
+        return None
+    return float(amax) * SCALE_HEADROOM / fp8_grid(dtype).max_value

@@ -1,18 +1,23 @@
-"""Guarded Triton import, and the choice between a compiled and an interpreted kernel.
+"""Guarded Triton import, and the check that a kernel can run on the tensors' device.
 
 Kernel modules import `triton` and `tl` from here so that they import on machines without
-Triton (the torch references still work there; launching a Triton kernel raises).
+Triton (the torch references still work there; launching a Triton kernel raises ValueError).
 
-Whether Triton interprets a kernel is normally fixed when `@triton.jit` runs (by
-`TRITON_INTERPRET=1` at import time). The launchers call `for_device` instead, so that one
-imported kernel runs compiled on CUDA tensors and under Triton's interpreter on CPU tensors,
-whatever the import order was.
+Triton decides once, when it is imported, whether `@triton.jit` compiles or interprets (its
+own standard-library functions included), by `TRITON_INTERPRET=1`. On a machine without a GPU
+the Triton kernels can only run interpreted, so this module sets that variable before it imports
+Triton there, unless Triton was imported already.
 """
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import torch
+
+if "triton" not in sys.modules and not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 try:
     import triton
@@ -31,8 +36,6 @@ except ImportError:  # the kernel modules must still import; only launching need
 
     triton = tl = _MissingTriton()  # type: ignore[assignment]
 
-_interpreted: dict[Any, Any] = {}
-
 
 def require_triton() -> None:
     """Raise a ValueError that says what to do when Triton is not installed."""
@@ -41,17 +44,18 @@ def require_triton() -> None:
                          "(pip install triton) or use attention_backend='torch'")
 
 
-def for_device(kernel: Any, device: torch.device) -> Any:
-    """The kernel to launch for tensors on `device`: compiled on CUDA, interpreted elsewhere."""
-    require_triton()
-    if device.type == "cuda":
-        return kernel
+def is_interpreted(kernel: Any) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
-    if isinstance(kernel, InterpretedFunction):
-        return kernel
-    if kernel not in _interpreted:
-        _interpreted[kernel] = InterpretedFunction(kernel.fn)
-    return _interpreted[kernel]
+    return isinstance(kernel, InterpretedFunction)
+
+
+def for_device(kernel: Any, device: torch.device) -> Any:
+    """The kernel, after checking it can run on `device`: compiled kernels need CUDA tensors."""
+    require_triton()
+    if device.type != "cuda" and not is_interpreted(kernel):
+        raise ValueError("Triton kernels run on CPU tensors only under Triton's interpreter: set "
+                         "TRITON_INTERPRET=1 before triton is first imported, or use attention_backend='torch'")
+    return kernel
 
 
 def next_power_of_2(n: int) -> int:

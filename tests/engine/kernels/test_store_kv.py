@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from radixgate.engine.kernels.fp8 import quantize_fp8, scale_from_amax
+from radixgate.engine.kernels.fp8 import SCALE_HEADROOM, quantize_fp8, scale_from_amax
 from radixgate.engine.kernels.store_kv import store_kv_torch
 
 triton_kernel = pytest.importorskip("triton") and __import__(
@@ -65,6 +65,6 @@ def test_store_bfloat16_pool(device):
 
 
 def test_scale_from_amax():
-    assert scale_from_amax(448.0 * 3, torch.float8_e4m3fn) == 3.0
-    assert scale_from_amax(0.0, torch.float8_e5m2) == 1.0
-    assert scale_from_amax(float("nan"), torch.float8_e4m3fn) == 1.0
+    assert scale_from_amax(448.0 * 3, torch.float8_e4m3fn) == 3.0 * SCALE_HEADROOM
+    assert scale_from_amax(0.0, torch.float8_e5m2) is None
+    assert scale_from_amax(float("nan"), torch.float8_e4m3fn) is None
