@@ -95,7 +95,7 @@ class CacheManager:
             return
         key = req.fill_ids[:aligned]
         slots = self.slot_table.read(req.pool_row, 0, aligned)
-        existing = self.cache.insert(key, slots, req.cache_salt)
+        existing = self.cache.insert(key, slots, req.cache_salt, start=req.last_node)
         num_dup_pages = (existing - req.prefix_len) // ps
         self.allocator.free(req.own_pages[:num_dup_pages])   # the tree already had this KV
         tree_slots, node = self.cache.match_prefix(key, req.cache_salt)
@@ -114,7 +114,7 @@ class CacheManager:
             num_tree_pages = 0
             if aligned > req.prefix_len:
                 slots = self.slot_table.read(req.pool_row, 0, aligned)
-                existing = self.cache.insert(req.fill_ids[:aligned], slots, req.cache_salt)
+                existing = self.cache.insert(req.fill_ids[:aligned], slots, req.cache_salt, start=req.last_node)
                 num_dup_pages = (existing - req.prefix_len) // ps
                 self.allocator.free(req.own_pages[:num_dup_pages])
                 num_tree_pages = (aligned - req.prefix_len) // ps

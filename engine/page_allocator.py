@@ -35,7 +35,7 @@ class PageAllocator:
             self._is_free[p] = 1
         self._free.extend(pages)
 
-    def pages_of(self, slots: list[int]) -> list[int]:
+    def pages_of(self, slots) -> list[int]:
         """The pages that a page-aligned run of slots occupies."""
         ps = self.page_size
         return list(slots) if ps == 1 else [s // ps for s in slots[::ps]]

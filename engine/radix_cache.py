@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Callable, Hashable
+from typing import Callable, Hashable, Sequence
 
 _COMPARE_BLOCK = 64
 
 
-def common_prefix_len(a: list[int], b: list[int]) -> int:
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the common prefix of two token lists; compares in blocks so long matches stay in C."""
     n = min(len(a), len(b))
     if a[:n] == b[:n]:
@@ -44,13 +44,17 @@ def common_prefix_len(a: list[int], b: list[int]) -> int:
 
 
 class TreeNode:
-    __slots__ = ("key", "value", "children", "parent", "lock_ref", "last_access", "hit_count", "is_evicted")
+    __slots__ = ("key", "value", "children", "parent", "depth", "lock_ref", "last_access", "hit_count",
+                 "is_evicted")
 
-    def __init__(self, key: list[int], value: list[int], parent: "TreeNode | None"):
+    def __init__(self, key: tuple[int, ...], value: tuple[int, ...], parent: "TreeNode | None"):
+        # Tuples, not lists: the garbage collector stops tracking tuples of ints, so a large tree
+        # costs nothing at collection time (lists of ints were traversed element by element).
         self.key = key                  # token ids on the edge from parent to this node
         self.value = value              # KV slots of those tokens, same length
         self.children: dict[Hashable, TreeNode] = {}
         self.parent = parent
+        self.depth = (parent.depth if parent is not None else 0) + len(key)   # tokens from the root
         self.lock_ref = 0
         self.last_access = 0
         self.hit_count = 0
@@ -62,7 +66,7 @@ class TreeNode:
 
 
 class RadixCache:
-    def __init__(self, page_size: int, free_slots: Callable[[list[int]], None]):
+    def __init__(self, page_size: int, free_slots: Callable[[Sequence[int]], None]):
         self.page_size = page_size
         self._free_slots = free_slots
         self.roots: dict[Hashable, TreeNode] = {}
@@ -74,20 +78,21 @@ class RadixCache:
         self._seq = itertools.count()
 
     # ---- lookup -------------------------------------------------------------------------------
-    def _child_key(self, key: list[int], start: int = 0) -> Hashable:
-        return key[start] if self.page_size == 1 else tuple(key[start:start + self.page_size])
+    def _child_key(self, key: tuple[int, ...], start: int = 0) -> Hashable:
+        return key[start] if self.page_size == 1 else key[start:start + self.page_size]
 
     def root(self, namespace: Hashable = None) -> TreeNode:
         node = self.roots.get(namespace)
         if node is None:
-            node = self.roots[namespace] = TreeNode([], [], None)
+            node = self.roots[namespace] = TreeNode((), (), None)
             node.lock_ref = 1   # a root is never evicted
         return node
 
     def _page_align(self, n: int) -> int:
         return n - n % self.page_size
 
-    def match_prefix(self, key: list[int], namespace: Hashable = None) -> tuple[list[int], TreeNode]:
+    def match_prefix(self, key: Sequence[int], namespace: Hashable = None) -> tuple[list[int], TreeNode]:
+        key = tuple(key)
         node = self.root(namespace)
         now = next(self._clock)
         node.last_access = now
@@ -110,7 +115,7 @@ class RadixCache:
 
     def _split(self, child: TreeNode, n: int) -> TreeNode:
         """Cut `child` after n tokens; returns the new upper node (which keeps child's lock count)."""
-        upper = TreeNode(child.key[:n], child.value[:n], child.parent)
+        upper = TreeNode(child.key[:n], child.value[:n], child.parent)   # depth: parent's + n
         upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
         upper.parent.children[self._child_key(upper.key)] = upper
         child.key, child.value, child.parent = child.key[n:], child.value[n:], upper
@@ -119,17 +124,25 @@ class RadixCache:
         return upper
 
     # ---- insert -------------------------------------------------------------------------------
-    def insert(self, key: list[int], slots: list[int], namespace: Hashable = None) -> int:
-        """Returns the number of leading tokens that were already cached (page-aligned)."""
+    def insert(self, key: Sequence[int], slots: Sequence[int], namespace: Hashable = None,
+               start: TreeNode | None = None) -> int:
+        """Returns the number of leading tokens that were already cached (page-aligned).
+
+        `start`, when given, is a node known to end a prefix of `key` (one a request matched and
+        still holds locked): the walk resumes there instead of comparing that prefix again."""
+        key = tuple(key)
         end = self._page_align(len(key))
         assert len(slots) >= end, "every inserted token needs a slot"
-        node = self.root(namespace)
         now = next(self._clock)
-        pos = 0
+        if start is not None and not start.is_evicted and start.depth <= end:
+            node, pos = start, start.depth
+            assert key[pos - len(node.key[-1:]):pos] == node.key[-1:], "start does not end a prefix of key"
+        else:
+            node, pos = self.root(namespace), 0
         while pos < end:
             child = node.children.get(self._child_key(key, pos))
             if child is None:
-                new = TreeNode(key[pos:end], slots[pos:end], node)
+                new = TreeNode(key[pos:end], tuple(slots[pos:end]), node)
                 new.last_access = now
                 node.children[self._child_key(new.key)] = new
                 self.num_nodes += 1

@@ -100,12 +100,16 @@ class RadixMachine(RuleBasedStateMachine):
     keys = st.lists(st.integers(0, 3), min_size=1, max_size=12)
     namespaces = st.sampled_from([None, "a"])
 
-    @rule(ns=namespaces, key=keys)
-    def insert(self, ns, key):
+    @rule(ns=namespaces, key=keys, resume=st.booleans())
+    def insert(self, ns, key, resume):
         aligned = len(key) - len(key) % self.page_size
         slots = [next(self.slots) for _ in key]
         expected = self._ref_match(ns, key)
-        assert self.cache.insert(key, slots, ns) == expected
+        start = None
+        if resume:   # resume the walk at a matched node, as the engine does for a request's own prefix
+            matched, start = self.cache.match_prefix(key, ns)
+            self._touch(ns, key, len(matched))
+        assert self.cache.insert(key, slots, ns, start=start) == expected
         for j in self._pages(aligned):
             if j > expected:
                 self.ref[(ns, tuple(key[:j]))] = tuple(slots[j - self.page_size:j])
@@ -156,8 +160,8 @@ class RadixMachine(RuleBasedStateMachine):
             while stack:
                 node, prefix = stack.pop()
                 for i in range(self.page_size, len(node.key) + 1, self.page_size):
-                    yield (ns, tuple(prefix + node.key[:i])), tuple(node.value[i - self.page_size:i])
-                stack.extend((c, prefix + node.key) for c in node.children.values())
+                    yield (ns, tuple(prefix) + node.key[:i]), tuple(node.value[i - self.page_size:i])
+                stack.extend((c, prefix + list(node.key)) for c in node.children.values())
 
     @invariant()
     def accounting(self):
