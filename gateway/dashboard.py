@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from .state import AppState
+from .state import state_of
 
 router = APIRouter()
 
@@ -32,7 +32,7 @@ async def dashboard() -> HTMLResponse:
 @router.get("/dashboard/data")
 async def dashboard_data(request: Request) -> dict[str, Any]:
     """Per-second history: hit rate, token usage, TTFT p50/p99, prompt and output tokens per second."""
-    state: AppState = request.app.state.gateway
+    state = state_of(request)
     state.stats()
     return {"now": time.time(), "model": state.model_name, "window_s": state.history.window_s,
             "points": state.history.points()}

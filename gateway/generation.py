@@ -15,7 +15,7 @@ from .errors import APIError, from_engine_error
 from .prompt_stats import RequestTags
 from .state import AppState, request_log
 from .telemetry import fail_request_span, finish_request_span, start_request_span
-from .worker import Delta, WorkRequest
+from .worker import Delta, Output, WorkRequest
 
 T = TypeVar("T")
 DISCONNECT_POLL_S = 0.25
@@ -155,6 +155,21 @@ async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def collect(state: AppState, jobs: list[Job], is_disconnected: Callable[[], Awaitable[bool]]) -> list[Output]:
+    """Run jobs to completion (non-streaming); a client that leaves aborts all of them."""
+    async def gather_outputs() -> list[Output]:
+        outputs: list[Output | None] = [None] * len(jobs)
+        async with aclosing(merge([run(state, job) for job in jobs])) as events:
+            async for index, delta in events:
+                if delta.output is not None:
+                    outputs[index] = delta.output
+        if any(o is None for o in outputs):
+            raise APIError(500, "the engine ended a stream without a result", type="server_error")
+        return [o for o in outputs if o is not None]
+
+    return await until_disconnected(gather_outputs(), is_disconnected)
 
 
 async def until_disconnected(work: Awaitable[T], is_disconnected: Callable[[], Awaitable[bool]]) -> T:

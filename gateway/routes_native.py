@@ -9,23 +9,19 @@ from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import __version__
 from .errors import APIError
-from .generation import Job, run, until_disconnected
+from .generation import Job, collect, run
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse
 from .prompt_stats import RequestTags, estimate_static_tokens
-from .routes_openai import ERRORS, SSE_HEADERS, sse
-from .state import AppState
-from .worker import Output, WorkRequest
+from .responses import DONE, ERRORS, sse, sse_response
+from .state import AppState, state_of
+from .worker import WorkRequest
 
 router = APIRouter()
-
-
-def _state(request: Request) -> AppState:
-    return request.app.state.gateway
 
 
 def _meta(rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int,
@@ -42,7 +38,7 @@ def _meta(rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: i
 @router.post("/generate", response_model=GenerateResponse, responses=ERRORS)
 async def generate(body: GenerateRequest, request: Request) -> Any:
     """SGLang's native generation: `text` or `input_ids`, `sampling_params`, `stream`."""
-    state = _state(request)
+    state = state_of(request)
     tenant = request.state.tenant
     sp = body.sampling_params
     if body.input_ids is not None:
@@ -66,17 +62,8 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     state.admit(tenant, len(input_ids), "generate")
     start = time.perf_counter()
     if body.stream:
-        return StreamingResponse(_generate_stream(state, job, start), media_type="text/event-stream",
-                                 headers=SSE_HEADERS)
-
-    async def collect() -> Output:
-        async with aclosing(run(state, job)) as deltas:
-            async for delta in deltas:
-                if delta.output is not None:
-                    return delta.output
-        raise APIError(500, "the engine ended the stream without a result", type="server_error")
-
-    out = await until_disconnected(collect(), request.is_disconnected)
+        return sse_response(_generate_stream(state, job, start))
+    out, = await collect(state, [job], request.is_disconnected)
     return {"text": out.text, "output_ids": list(out.token_ids),
             "meta_info": _meta(rid, out.prompt_tokens, len(out.token_ids), out.cached_tokens, out.finish_reason, start)}
 
@@ -96,7 +83,7 @@ async def _generate_stream(state: AppState, job: Job, start: float) -> AsyncIter
                 yield sse({"text": text, "output_ids": ids, "meta_info": meta})
     except APIError as exc:
         yield sse(exc.body())
-    yield sse("[DONE]")
+    yield sse(DONE)
 
 
 @router.get("/health")
@@ -108,14 +95,14 @@ async def health() -> dict[str, str]:
 @router.post("/flush_cache", response_model=FlushCacheResponse, responses=ERRORS)
 async def flush_cache(request: Request) -> dict[str, Any]:
     """Drop every cached prefix; refused (400) while requests are running."""
-    if not await asyncio.to_thread(_state(request).worker.flush_cache):
+    if not await asyncio.to_thread(state_of(request).worker.flush_cache):
         raise APIError(400, "cannot flush the cache while requests are running; retry when the server is idle",
                        code="cache_busy")
     return {"success": True, "message": "cache flushed"}
 
 
 def _server_info(request: Request) -> dict[str, Any]:
-    state = _state(request)
+    state = state_of(request)
     c = state.config
     info: dict[str, Any] = dict(state.stats())
     info.update({
@@ -150,7 +137,7 @@ async def get_server_info(request: Request) -> dict[str, Any]:
 @router.get("/metrics", response_class=Response, responses=ERRORS)
 async def metrics(request: Request) -> Response:
     """Prometheus text format."""
-    state = _state(request)
+    state = state_of(request)
     state.stats()  # also samples the dashboard history
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
@@ -158,14 +145,14 @@ async def metrics(request: Request) -> Response:
 @router.get("/v1/prompt_stats", responses=ERRORS)
 async def prompt_stats(request: Request) -> dict[str, Any]:
     """Per-template hit statistics, no prompt text. With API keys, only the caller's tenant."""
-    state = _state(request)
+    state = state_of(request)
     return state.prompt_stats.snapshot(request.state.tenant if state.auth.enabled else None)
 
 
 @router.get("/debug/check_idle_invariant", include_in_schema=False)
 async def check_idle_invariant(request: Request) -> dict[str, Any]:
     """Only with --enable-debug-endpoints: the engine's no-page-leaked check, for load tests."""
-    state = _state(request)
+    state = state_of(request)
     if not state.config.enable_debug_endpoints:
         raise APIError(404, "debug endpoints are off; start the server with --enable-debug-endpoints")
     try:

@@ -1,30 +1,25 @@
 """OpenAI endpoints: `/v1/chat/completions`, `/v1/completions`, `/v1/models`."""
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
 
 from .errors import APIError
-from .generation import Job, merge, run, until_disconnected
+from .generation import Job, collect, merge, run
 from .openai_schemas import (ChatCompletionRequest, ChatCompletionResponse, CompletionRequest,
-                             CompletionResponse, ErrorResponse, ModelCard, ModelList, usage)
+                             CompletionResponse, ModelCard, ModelList, usage)
 from .prompt_stats import RequestTags, estimate_static_tokens
-from .state import AppState
+from .responses import DONE, ERRORS, sse, sse_response
+from .state import AppState, state_of
 from .worker import Output, WorkRequest
 
-ERRORS: dict[int | str, dict[str, Any]] = {code: {"model": ErrorResponse} for code in (400, 401, 404, 413, 429, 503)}
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 router = APIRouter()
-
-
-def sse(payload: dict[str, Any] | str) -> str:
-    return f"data: {payload if isinstance(payload, str) else json.dumps(payload, separators=(',', ':'))}\n\n"
+StreamRenderer = Callable[[AppState, list[Job], str, bool], AsyncIterator[str]]
+FullRenderer = Callable[[AppState, list[Output], str], dict[str, Any]]
 
 
 def _reject_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
@@ -60,10 +55,6 @@ def _tenant(request: Request) -> str:
     return request.state.tenant
 
 
-def _state(request: Request) -> AppState:
-    return request.app.state.gateway
-
-
 def _message_text(content: Any) -> str:
     if content is None or isinstance(content, str):
         return content or ""
@@ -77,24 +68,14 @@ def _message_text(content: Any) -> str:
 
 
 async def _respond(request: Request, state: AppState, jobs: list[Job], stream: bool, include_usage: bool,
-                   response_id: str, render_stream: Any, render_full: Any) -> Any:
+                   response_id: str, render_stream: StreamRenderer, render_full: FullRenderer) -> Any:
+    """Validate, admit, then stream the jobs or wait for all of them."""
     for job in jobs:
         job.validate(state)
     state.admit(jobs[0].tenant, sum(len(j.request.input_ids) for j in jobs), jobs[0].endpoint)
     if stream:
-        return StreamingResponse(render_stream(state, jobs, response_id, include_usage),
-                                 media_type="text/event-stream", headers=SSE_HEADERS)
-
-    async def collect() -> list[Output]:
-        outputs: list[Any] = [None] * len(jobs)
-        async with aclosing(merge([run(state, job) for job in jobs])) as events:
-            async for index, delta in events:
-                if delta.output is not None:
-                    outputs[index] = delta.output
-        return outputs
-
-    outputs = await until_disconnected(collect(), request.is_disconnected)
-    return render_full(state, outputs, response_id)
+        return sse_response(render_stream(state, jobs, response_id, include_usage))
+    return render_full(state, await collect(state, jobs, request.is_disconnected), response_id)
 
 
 def _usage_of(outputs: list[Output]) -> dict[str, Any]:
@@ -105,7 +86,7 @@ def _usage_of(outputs: list[Output]) -> dict[str, Any]:
 @router.post("/v1/chat/completions", response_model=ChatCompletionResponse, responses=ERRORS)
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     """OpenAI chat completions; the prompt is the tokenizer's chat template applied to `messages`."""
-    state = _state(request)
+    state = state_of(request)
     state.check_model(body.model)
     _reject_unsupported(body)
     messages = [{"role": m.role, "content": _message_text(m.content), **({"name": m.name} if m.name else {})}
@@ -159,7 +140,7 @@ async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, inclu
         yield sse(exc.body())
     if include_usage and outputs:
         yield chunk([], _usage_of(outputs))
-    yield sse("[DONE]")
+    yield sse(DONE)
 
 
 def _completion_prompts(state: AppState, prompt: Any) -> list[tuple[str | None, list[int]]]:
@@ -177,7 +158,7 @@ def _completion_prompts(state: AppState, prompt: Any) -> list[tuple[str | None, 
 @router.post("/v1/completions", response_model=CompletionResponse, responses=ERRORS)
 async def completions(body: CompletionRequest, request: Request) -> Any:
     """OpenAI legacy completions: a string, a list of strings, or token ids."""
-    state = _state(request)
+    state = state_of(request)
     state.check_model(body.model)
     _reject_unsupported(body)
     tags = RequestTags.from_metadata(body.metadata)
@@ -229,18 +210,18 @@ async def _completion_stream(state: AppState, jobs: list[Job], response_id: str,
         yield sse(exc.body())
     if include_usage and outputs:
         yield chunk([], _usage_of(outputs))
-    yield sse("[DONE]")
+    yield sse(DONE)
 
 
 @router.get("/v1/models", response_model=ModelList, responses=ERRORS)
 async def list_models(request: Request) -> dict[str, Any]:
-    state = _state(request)
+    state = state_of(request)
     card = ModelCard(id=state.model_name, created=int(state.started_at), max_model_len=state.worker.context_len)
     return {"object": "list", "data": [card.model_dump()]}
 
 
 @router.get("/v1/models/{model:path}", response_model=ModelCard, responses=ERRORS)
 async def retrieve_model(model: str, request: Request) -> dict[str, Any]:
-    state = _state(request)
+    state = state_of(request)
     state.check_model(model)
     return ModelCard(id=state.model_name, created=int(state.started_at), max_model_len=state.worker.context_len).model_dump()

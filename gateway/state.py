@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastapi import Request
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
@@ -19,6 +20,10 @@ from .timeseries import TimeSeries
 from .worker import Worker
 
 request_log = logging.getLogger("radixgate.gateway.requests")
+
+
+def state_of(request: Request) -> "AppState":
+    return request.app.state.gateway
 
 
 @dataclass
