@@ -8,8 +8,10 @@ when the template defined in another is checked.
 from __future__ import annotations
 
 import ast
+import bisect
+import itertools
 import re
-from typing import Callable, Iterator
+from typing import Iterator
 
 from .evaluator import Evaluator
 from .ordering import Finding, check_site
@@ -21,9 +23,13 @@ from .shape import Kind
 from .violation import Violation
 from .walker import Walker
 
-#: Files without any of these words cannot build a prompt promptlint would recognize.
-_TRIGGER = re.compile(r"prompt|messages|role|template|completion|invoke|system|instruction|"
-                      r"preamble|generate_content|predict|complete|\.post\(", re.IGNORECASE)
+#: Files without any of these words (lower-cased) cannot build a prompt promptlint recognizes.
+_TRIGGER_WORDS = ("prompt", "messages", "role", "template", "completion", "invoke", "system",
+                  "instruction", "preamble", "generate_content", "predict", "complete", ".post(")
+#: A statement or function none of whose lines has one of these cannot hold a prompt site or
+#: fill a template placeholder, so the walker does not look inside it.
+_HOT_WORDS = _TRIGGER_WORDS + ("create", "generate", "post", "format", "partial", "kwargs[",
+                               "inputs[", ".run(", ".stream(", "from_", "message")
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
 _ORDER_FAMILY = frozenset({"KV101", "KV102", "KV103", "KV104"})
 
@@ -34,36 +40,32 @@ class ParseFailure(Exception):
 
 def check_source(source: str, filename: str, settings: Settings) -> list[Violation]:
     """All violations in one file's `source`, sorted by position, suppressions applied."""
-    if not _TRIGGER.search(source):
-        return []
+    return check(source, filename, settings)[0]
+
+
+def check(source: str, filename: str,
+          settings: Settings) -> tuple[list[Violation], ast.Module | None]:
+    """`check_source`, also returning the parsed tree (None when the file was not parsed)."""
+    low = source.lower()
+    if not any(word in low for word in _TRIGGER_WORDS):
+        return [], None
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
         raise ParseFailure(f"{filename}:{exc.lineno}:{exc.offset}: cannot parse: {exc.msg}") from None
     lines = source.splitlines()
     sites: list[Site] = []
-    if "emplate" in source or "kwargs[" in source:
-        first = _read(tree, lines, lambda site: None)  # learns how placeholders are filled
-        _read(tree, lines, sites.append, (first.fillings, first.partial_names))
-    else:
-        _read(tree, lines, sites.append)
+    module = collect_module(tree, lines, low)
+    walker = Walker(Evaluator(module), sites.append)
+    walker.body(tree.body, Scope(is_module=True))
+    for fn in _functions(tree.body):
+        if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno):
+            walker.body(fn.body, Scope())
+    walker.finish()  # templates last: their placeholders may be filled anywhere in the module
     violations = _dedupe(list(_violations(sites, filename, settings)))
     if violations and ("noqa" in source or "promptlint:" in source):
         violations = _suppress(violations, lines, _string_ends(tree))
-    return violations
-
-
-def _read(tree: ast.Module, lines: list[str], on_site: Callable[[Site], None],
-          fillings: tuple[dict, set] | None = None) -> Module:
-    module = collect_module(tree, lines)
-    if fillings is not None:
-        module.fillings, module.partial_names = fillings
-    ev = Evaluator(module)
-    walker = Walker(ev, on_site)
-    walker.body(tree.body, Scope(is_module=True))
-    for fn in _functions(tree.body):
-        walker.body(fn.body, Scope())
-    return module
+    return violations, tree
 
 
 def _functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
@@ -77,9 +79,30 @@ def _functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunc
             yield from _functions(stmt.body)
 
 
-def collect_module(tree: ast.Module, lines: list[str]) -> Module:
-    """Imports, top-level functions, literal string constants and a global `random.seed`."""
+def _hot_prefix(low: str, num_lines: int) -> list[int]:
+    """Running count of lines holding a `_HOT_WORDS` word: prefix[i] counts lines 1..i."""
+    starts = [0]
+    find = low.find
+    at = find("\n")
+    while at >= 0:
+        starts.append(at + 1)
+        at = find("\n", at + 1)
+    starts.append(len(low) + 1)
+    marked = bytearray(max(num_lines, len(starts)) + 1)
+    for word in _HOT_WORDS:
+        at = find(word)
+        while at >= 0:
+            line = bisect.bisect_right(starts, at)
+            marked[line] = 1
+            at = find(word, starts[line])  # the next line: one hit per line is enough
+    return list(itertools.accumulate(marked))
+
+
+def collect_module(tree: ast.Module, lines: list[str], low: str) -> Module:
+    """Imports, top-level functions, literal string constants and a global `random.seed`
+    (`low`: the source in lower case)."""
     module = Module(lines)
+    module.hot_prefix = _hot_prefix(low, len(lines))
     stack = list(tree.body)
     while stack:
         stmt = stack.pop()

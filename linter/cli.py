@@ -6,6 +6,7 @@ unreadable or unparsable file, unreadable statistics): its message on stderr, ne
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,12 @@ from .violation import Violation
 _SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", ".tox",
                         ".nox", "build", "dist", ".mypy_cache", ".ruff_cache", ".pytest_cache",
                         "site-packages", ".eggs"})
+
+
+def tune_gc() -> None:
+    """Collect young objects less often: parsing allocates many short-lived, acyclic AST nodes,
+    and the default threshold spends a quarter of lint time in the collector."""
+    gc.set_threshold(50_000, 20, 100)
 
 
 class ToolFailure(Exception):
@@ -94,7 +101,7 @@ def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Ite
 
 def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -> list[Violation]:
     """Lint one file, applying fixes when asked; the violations that remain."""
-    from .checker import ParseFailure, check_source
+    from .checker import ParseFailure, check
 
     try:
         source = path.read_text(encoding="utf-8")
@@ -102,14 +109,18 @@ def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -
         raise ToolFailure(f"{path}: cannot read: {exc}") from None
     filename = path.as_posix()
     try:
-        found = fixes.attach(source, check_source(source, filename, settings))
+        found = fixes.attach(source, *check(source, filename, settings))
         if apply_fixes and any(v.fix for v in found):
             fixed_source, count = fixes.apply(source, found, unsafe)
             if count:
                 path.write_text(fixed_source, encoding="utf-8")
-                found = fixes.attach(fixed_source, check_source(fixed_source, filename, settings))
+                found = fixes.attach(fixed_source, *check(fixed_source, filename, settings))
     except ParseFailure as exc:
         raise ToolFailure(str(exc)) from None
+    except RecursionError:
+        raise ToolFailure(f"{path}: expressions nested too deeply to analyze") from None
+    except Exception as exc:  # a promptlint bug: name the file so it can be reported
+        raise ToolFailure(f"{path}: internal error: {type(exc).__name__}: {exc}") from None
     return found
 
 
@@ -152,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run promptlint with `argv` (default: the process arguments); return the exit status."""
     args = build_parser().parse_args(argv)
+    tune_gc()
     try:
         return run(args)
     except (ToolFailure, ConfigError) as exc:

@@ -12,6 +12,7 @@ from .scope import ListValue, Module, Scope, dotted
 from .shape import EMPTY, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
 
 ORDER_CODES = frozenset({"KV202", "KV203", "KV204"})
+_PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
 _TOOLISH = frozenset({"tool", "tools", "schema", "schemas", "function", "functions", "spec",
                       "specs", "parameters", "json_schema"})
 _JOINABLE_SEP = 1
@@ -176,7 +177,7 @@ class Evaluator:
 
     def percent(self, template: str, holder: ast.expr, right: ast.expr, scope: Scope) -> Shape:
         """`"%s and %(name)s" % args`: static pieces interleaved with the argument shapes."""
-        pieces = re.split(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]", template)
+        pieces = _PERCENT.split(template)
         args = right.elts if isinstance(right, ast.Tuple) else [right]
         mapping = {}
         if isinstance(right, ast.Dict):

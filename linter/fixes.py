@@ -16,39 +16,55 @@ def _char_col(line: str, byte_col: int) -> int:
     return len(line.encode()[:byte_col].decode(errors="replace"))
 
 
-def attach(source: str, violations: list[Violation]) -> list[Violation]:
-    """`violations` with a `fix` where promptlint knows a safe one."""
+def attach(source: str, violations: list[Violation],
+           tree: ast.Module | None = None) -> list[Violation]:
+    """`violations` with a `fix` where promptlint knows one (`tree`: the parsed `source`)."""
     fixable = {UnsortedJsonDumps.code, UnorderedIteration.code, DirectoryOrder.code,
                DynamicBeforeStatic.code}
     if not any(v.code in fixable for v in violations):
         return violations
-    tree = ast.parse(source)
+    tree = tree or ast.parse(source)
     lines = source.splitlines()
-    at: dict[tuple[int, int, int, int], ast.AST] = {}
-    parents: dict[ast.AST, ast.AST] = {}
-    fstrings: dict[tuple[int, int], ast.JoinedStr] = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
-        if isinstance(node, ast.JoinedStr):
-            for piece in node.values:
-                if isinstance(piece, ast.FormattedValue):
-                    fstrings[(piece.value.lineno, piece.value.col_offset + 1)] = node
-        if isinstance(node, ast.expr) and node.end_lineno is not None:
-            at.setdefault((node.lineno, node.col_offset + 1, node.end_lineno,
-                           (node.end_col_offset or 0) + 1), node)
     out = []
     for v in violations:
-        node = at.get((v.row, v.col, v.end_row, v.end_col))
         fix = None
-        if node is not None and v.code == UnsortedJsonDumps.code and isinstance(node, ast.Call):
-            fix = _sort_keys(node, lines)
-        elif node is not None and v.code in (UnorderedIteration.code, DirectoryOrder.code):
-            fix = _wrap_sorted(node, parents.get(node), lines)
-        elif v.code == DynamicBeforeStatic.code and (v.row, v.col) in fstrings:
-            fix = _move_head(fstrings[(v.row, v.col)], (v.row, v.col), lines)
+        if v.code in fixable:
+            path = _path_to(tree, v.row)
+            node, parent = _find(path, (v.row, v.col, v.end_row, v.end_col))
+            if node is not None and v.code == UnsortedJsonDumps.code and isinstance(node, ast.Call):
+                fix = _sort_keys(node, lines)
+            elif node is not None and v.code in (UnorderedIteration.code, DirectoryOrder.code):
+                fix = _wrap_sorted(node, parent, lines)
+            elif v.code == DynamicBeforeStatic.code:
+                fstring = next((n for n in reversed(path) if isinstance(n, ast.JoinedStr)), None)
+                if fstring is not None:
+                    fix = _move_head(fstring, (v.row, v.col), lines)
         out.append(v._replace(fix=fix) if fix else v)
     return out
+
+
+def _path_to(tree: ast.AST, row: int) -> list[ast.AST]:
+    """Every node whose lines include `row`, outermost first (a descent, not a full walk)."""
+    path: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        path.append(node)
+        for child in ast.iter_child_nodes(node):
+            first = getattr(child, "lineno", None)
+            if first is None or first <= row <= (getattr(child, "end_lineno", None) or first):
+                stack.append(child)
+    return path
+
+
+def _find(path: list[ast.AST], span: tuple[int, int, int, int]) -> tuple[ast.AST | None, ast.AST | None]:
+    """The outermost expression with exactly `span` (1-based columns) and its parent."""
+    parents = {child: node for node in path for child in ast.iter_child_nodes(node)}
+    for node in path:
+        if isinstance(node, ast.expr) and (node.lineno, node.col_offset + 1, node.end_lineno,
+                                           (node.end_col_offset or 0) + 1) == span:
+            return node, parents.get(node)
+    return None, None
 
 
 def _sort_keys(call: ast.Call, lines: list[str]) -> Fix:
@@ -86,7 +102,9 @@ def _move_head(fstring: ast.JoinedStr, where: tuple[int, int], lines: list[str])
     """`f"Today is {d}. You are ..."` -> `f"You are ...\\nToday is {d}."` when everything after
     the last placeholder's sentence is static text."""
     values = fstring.values
-    last = max(i for i, v in enumerate(values) if isinstance(v, ast.FormattedValue))
+    last = max((i for i, v in enumerate(values) if isinstance(v, ast.FormattedValue)), default=-1)
+    if last < 0:
+        return None
     if not any((v.value.lineno, v.value.col_offset + 1) == where for v in values[:last + 1]
                if isinstance(v, ast.FormattedValue)):
         return None

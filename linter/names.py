@@ -8,6 +8,7 @@ Two kinds of evidence, in decreasing strength:
 """
 from __future__ import annotations
 
+import functools
 import re
 
 from .shape import Change, Kind
@@ -54,6 +55,7 @@ LISTDIR_METHODS = frozenset({"iterdir", "glob", "rglob"})
 _TIME_OF_DAY = re.compile(r"%[HIMSpfXcsTRrk]")
 
 _SPLIT = re.compile(r"[^a-z0-9]+|(?<=[a-z])(?=[0-9])")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 _ID_OWNERS = frozenset({"user", "session", "customer", "account", "tenant", "conversation",
                         "chat", "client", "member", "org", "thread", "visitor"})
@@ -75,12 +77,14 @@ _STATIC_WORDS = frozenset({"format", "instructions", "template", "prompt", "syst
                            "timezone", "format_instructions", "fmt", "label", "prefix"})
 
 
-def words(identifier: str) -> list[str]:
-    """`currentUserId` / `current_user_id` -> ["current", "user", "id"]."""
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", identifier)
-    return [w for w in _SPLIT.split(spaced.lower()) if w]
+@functools.lru_cache(maxsize=4096)
+def words(identifier: str) -> tuple[str, ...]:
+    """`currentUserId` / `current_user_id` -> ("current", "user", "id")."""
+    spaced = _CAMEL.sub("_", identifier)
+    return tuple(w for w in _SPLIT.split(spaced.lower()) if w)
 
 
+@functools.lru_cache(maxsize=4096)
 def classify_name(identifier: str) -> tuple[Kind, Change] | None:
     """What an identifier (or dotted chain of them) suggests about its value, or None."""
     ws = words(identifier)
@@ -119,5 +123,7 @@ def strftime_change(fmt: str) -> Change:
     return Change.PER_REQUEST if _TIME_OF_DAY.search(fmt) or not fmt.strip() else Change.PER_DAY
 
 
+@functools.lru_cache(maxsize=8192)
 def matches(qualname: str, names: tuple[str, ...]) -> bool:
+    """Whether `qualname` is one of `names` (an entry ending in "." matches a whole module)."""
     return any(qualname == n or (n.endswith(".") and qualname.startswith(n)) for n in names)

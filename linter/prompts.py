@@ -201,8 +201,26 @@ def element_segments(ev: Evaluator, node: ast.expr, scope: Scope,
     return [Segment(None, derive(ev.shape(node, scope), node))]
 
 
+_SINK_NAMES = frozenset({"create", "acreate", "parse", "stream", "completion", "acompletion",
+                         "post", "from_template", "from_messages", "PromptTemplate",
+                         "ChatPromptTemplate"}) | _LLM_METHODS
+
+
+def is_template_call(node: ast.Call) -> bool:
+    """A LangChain template definition (checked after the module's fillings are known)."""
+    func = node.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id \
+        if isinstance(func, ast.Name) else ""
+    return last in ("from_template", "from_messages", "PromptTemplate", "ChatPromptTemplate")
+
+
 def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
     """The prompt `node` sends or defines, or None when it is not a sink."""
+    func = node.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id \
+        if isinstance(func, ast.Name) else ""
+    if last not in _SINK_NAMES and not any(kw.arg == "messages" for kw in node.keywords):
+        return None
     if is_radixgate_prompt(ev, node, scope):
         return None
     name = chain(node.func)

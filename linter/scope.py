@@ -34,10 +34,20 @@ class Module:
     returns: dict[str, Shape] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
     prompt_names: set[str] = field(default_factory=set)  # names bound to radixgate's Prompt class
+    hot_prefix: list[int] = field(default_factory=list)  # running count of lines worth a look
+
+    def is_hot(self, first: int, last: int) -> bool:
+        """Whether any line in `first..last` (1-based) may hold part of a prompt site."""
+        hot = self.hot_prefix
+        if not hot:
+            return True
+        return hot[min(last, len(hot) - 1)] - hot[max(first - 1, 0)] > 0
 
     def qualname(self, node: ast.expr) -> str | None:
         """`np.random.shuffle` -> "numpy.random.shuffle", resolving this module's imports;
         None for anything but a dotted name."""
+        if isinstance(node, ast.Name):
+            return self.imports.get(node.id, node.id)
         parts: list[str] = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)

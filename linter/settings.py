@@ -47,9 +47,14 @@ class Settings:
                                   f"(known: {', '.join(RULES)})")
         if self.min_static_tokens < 1 or self.min_static_chars < 1:
             raise ConfigError("min-static-tokens and min-static-chars must be positive")
+        object.__setattr__(self, "_enabled", self._resolve())
 
     @property
     def enabled(self) -> frozenset[str]:
+        """The codes that run: selected (or default), plus extended, minus ignored."""
+        return self._enabled  # type: ignore[attr-defined]
+
+    def _resolve(self) -> frozenset[str]:
         if self.select is None:
             chosen = {c for c, r in RULES.items() if r.default}
         else:

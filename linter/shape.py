@@ -37,8 +37,8 @@ class Kind(Enum):
     BREAK = "break"  # an Anthropic `cache_control` breakpoint (zero-length)
 
 
-#: Kinds that are dynamic when they change at least per day.
-DYNAMIC_KINDS = frozenset({Kind.TIME, Kind.ID, Kind.RANDOM, Kind.TURN, Kind.HISTORY})
+#: Kinds that are dynamic when they change at least per day (a tuple: enum members hash slowly).
+DYNAMIC_KINDS = (Kind.TIME, Kind.ID, Kind.RANDOM, Kind.TURN, Kind.HISTORY)
 
 
 class Flaw(NamedTuple):

@@ -26,6 +26,7 @@ class Walker:
         self.ev = ev
         self.on_site = on_site
         self.returns: list[Shape] = []
+        self.deferred: list[tuple[ast.Call, Scope]] = []
 
     # -- statements ----------------------------------------------------------------------
     def body(self, stmts: list[ast.stmt], scope: Scope, loop_flaws: tuple[Flaw, ...] = ()) -> None:
@@ -33,8 +34,10 @@ class Walker:
             self.statement(stmt, scope, loop_flaws)
 
     def statement(self, stmt: ast.stmt, scope: Scope, loop_flaws: tuple[Flaw, ...]) -> None:
+        module = self.ev.module
         for expr in own_expressions(stmt):
-            self.scan(expr, scope)
+            if module.is_hot(expr.lineno, expr.end_lineno or expr.lineno):
+                self.scan(expr, scope)
         if isinstance(stmt, ast.Assign):
             for target in stmt.targets:
                 self.bind(target, stmt.value, scope, loop_flaws)
@@ -165,15 +168,24 @@ class Walker:
     # -- expressions ---------------------------------------------------------------------
     def scan(self, expr: ast.expr, scope: Scope) -> None:
         """Find prompt sites and template fillings among the calls inside `expr`."""
-        for node in ast.walk(expr):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in calls_in(expr):
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in _FILL_METHODS:
                 self.record_fillings(node, func.attr, scope)
+            if prompts.is_template_call(node):
+                self.deferred.append((node, scope.child()))
+                continue
             site = prompts.find_site(self.ev, node, scope)
             if site is not None:
                 self.on_site(site)
+
+    def finish(self) -> None:
+        """Check the templates found, now that every placeholder filling has been seen."""
+        for node, scope in self.deferred:
+            site = prompts.find_site(self.ev, node, scope)
+            if site is not None:
+                self.on_site(site)
+        self.deferred.clear()
 
     def record_fillings(self, node: ast.Call, method: str, scope: Scope) -> None:
         module = self.ev.module
@@ -196,6 +208,33 @@ class Walker:
             segments = prompts.message_segments(self.ev, ast.List(elts=[node])
                                                 if isinstance(node, ast.Dict) else node, scope)
             self.on_site(prompts.Site(node, segments, "high", None))
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def calls_in(root: ast.expr) -> list[ast.Call]:
+    """Every call inside `root` (a leaner `ast.walk` that skips contexts and non-calls)."""
+    calls: list[ast.Call] = []
+    stack: list = [root]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        node = pop()
+        if node is None:
+            continue
+        cls = node.__class__
+        if cls is ast.Call:
+            calls.append(node)
+        fields = _FIELDS.get(cls)
+        if fields is None:
+            fields = _FIELDS[cls] = tuple(f for f in cls._fields if f != "ctx")
+        for name in fields:
+            child = getattr(node, name, None)
+            if child.__class__ is list:
+                extend(child)
+            elif isinstance(child, ast.AST):
+                push(child)
+    return calls
 
 
 def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
