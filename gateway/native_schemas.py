@@ -1,9 +1,12 @@
 """Pydantic schemas for SGLang's native endpoints (`/generate`, `/server_info`, `/flush_cache`)."""
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+TokenId = Annotated[int, Field(ge=0)]
 
 
 class NativeSamplingParams(BaseModel):
@@ -17,7 +20,7 @@ class NativeSamplingParams(BaseModel):
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)
     seed: int | None = None
     stop: Union[str, list[str], None] = None
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[TokenId] | None = None
     ignore_eos: bool = False
 
 
@@ -26,7 +29,7 @@ class GenerateRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
     text: str | None = None
-    input_ids: list[int] | None = None
+    input_ids: list[TokenId] | None = None
     sampling_params: NativeSamplingParams = Field(default_factory=NativeSamplingParams)
     stream: bool = False
     rid: str | None = Field(default=None, max_length=128)

@@ -5,11 +5,12 @@ A client's `cache_salt` is one of them: the salt comes from the tenant, never fr
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
 StopField = Union[str, list[str], None]
+TokenId = Annotated[int, Field(ge=0)]
 
 
 class _Request(BaseModel):
@@ -53,7 +54,7 @@ class _SamplingFields(_Request):
     top_k: int | None = Field(default=None, ge=-1)
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[TokenId] | None = None
 
 
 class ChatCompletionRequest(_SamplingFields):
@@ -67,7 +68,7 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class CompletionRequest(_SamplingFields):
-    prompt: Union[str, list[str], list[int], list[list[int]]]
+    prompt: Union[str, list[str], list[TokenId], list[list[TokenId]]]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)
     suffix: str | None = None

@@ -34,8 +34,8 @@ class RequestTags:
         except ValueError:
             num_chars = None
         return cls(template=(metadata.get("prompt_template") or UNTAGGED)[:200],
-                   source=(metadata.get("prompt_source") or None) and metadata["prompt_source"][:300],
-                   static_prefix_hash=(metadata.get("static_prefix_hash") or None),
+                   source=metadata.get("prompt_source", "")[:300] or None,
+                   static_prefix_hash=metadata.get("static_prefix_hash", "")[:128] or None,
                    static_prefix_chars=num_chars if num_chars is not None and num_chars >= 0 else None)
 
 

@@ -24,7 +24,7 @@ LONG_SYSTEM = " ".join(f"Rule {i}: answer the customer politely and cite the ref
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess(["--enable-debug-endpoints"]) as running:
+    with ServerProcess(["--enable-debug-endpoints", "--max-total-tokens", "131072"]) as running:
         yield running
 
 

@@ -19,7 +19,7 @@ PROMPT = "Tenant isolation check. " + " ".join(f"Confidential clause {i} of the 
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     keys = tmp_path_factory.mktemp("keys") / "keys.json"
     keys.write_text(json.dumps({"key-a": "tenant-a", "key-b": "tenant-b"}))
-    with ServerProcess(["--api-keys-file", str(keys)]) as running:
+    with ServerProcess(["--api-keys-file", str(keys), "--max-total-tokens", "32768"]) as running:
         yield running
 
 
