@@ -145,11 +145,9 @@ class Client:
         """Prefill `prompt`'s static and shared prefix once (one output token), so that requests sent
         in parallel afterwards all hit; parallel first requests would all miss. Returns the warm-up
         request's usage, or None when the prompt has no static or shared part."""
-        messages = prompt.prefix_messages()
-        if not messages:
+        if not prompt.prefix_messages():
             return None
-        warm_prompt = Prompt(*(s for s in prompt.segments if s.volatility <= 1), template=prompt.template)
-        content = self._body("chat", warm_prompt, model, False, _params(1, 0.0, None, None, None),
+        content = self._body("chat", prompt.prefix(), model, False, _params(1, 0.0, None, None, None),
                              None, None, user_source())
         return validate(ChatCompletion, self._send("POST", "/chat/completions", content, timeout)).usage
 
@@ -310,8 +308,7 @@ class AsyncClient:
         if not prompt.prefix_messages():
             return None
         source = user_source()
-        warm_prompt = Prompt(*(s for s in prompt.segments if s.volatility <= 1), template=prompt.template)
-        content = await self._body("chat", warm_prompt, model, False, _params(1, 0.0, None, None, None),
+        content = await self._body("chat", prompt.prefix(), model, False, _params(1, 0.0, None, None, None),
                                    None, None, source)
         return validate(ChatCompletion, await self._send("POST", "/chat/completions", content, timeout)).usage
 

@@ -109,9 +109,16 @@ class Prompt:
             out.append({"role": "user", "content": tail})
         return out
 
+    def prefix(self) -> Prompt:
+        """This prompt cut to its STATIC and SHARED segments, same template: what `warm()` sends."""
+        cut = object.__new__(Prompt)  # the segments were checked when this prompt was built
+        cut._segments = tuple(s for s in self._segments if s.volatility <= Volatility.SHARED)
+        cut._template = self._template
+        return cut
+
     def prefix_messages(self) -> list[Message]:
         """Only the system message (STATIC + SHARED): what `warm()` prefills."""
-        return [m for m in self.messages()[:1] if m["role"] == "system"]
+        return self.prefix().messages()
 
     def text(self) -> str:
         """The prompt as plain text for ``/v1/completions``, in the same order as `messages`."""

@@ -104,3 +104,12 @@ def test_prompts_compare_by_template_and_segments():
     assert a == rg.Prompt(rg.user("q"), rg.system("s"), template="t")
     assert a != rg.Prompt(rg.system("s"), rg.user("q"), template="u")
     assert "system:static" in repr(a)
+
+
+def test_prefix_keeps_static_and_shared_and_does_not_warn_again():
+    with pytest.warns(rg.VolatileStaticSegmentWarning):
+        prompt = rg.Prompt(rg.system("Built 2026-11-29T10:00"), rg.document("d"), rg.user("q"), template="t")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cut = prompt.prefix()
+    assert cut.template == "t" and [s.name for s in cut.segments] == ["system", "document"]

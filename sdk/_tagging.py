@@ -1,0 +1,95 @@
+"""Tag an existing OpenAI-client app's requests with their call site, without rewriting its prompts.
+
+    from openai import OpenAI
+    import radixgate
+    client = OpenAI(base_url=..., http_client=radixgate.tagging_http_client())
+
+Every JSON request the client sends gains the DESIGN.md `metadata` keys `prompt_template` (the
+calling function's name) and `prompt_source` (`path:line` of the application line that made the
+call), unless the request already carries them, so radixgate's gateway can attribute hit rates to
+that line and promptlint can rank its findings by them. The body is otherwise sent byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import sysconfig
+
+import httpx
+
+from ._callsite import _display_path
+
+_SKIPPED_DIRS = tuple({os.path.abspath(p) + os.sep for p in (
+    os.path.dirname(os.path.abspath(__file__)),
+    sysconfig.get_paths()["stdlib"],
+    sysconfig.get_paths()["purelib"],
+    sysconfig.get_paths()["platlib"],
+)})
+
+
+def application_frame():
+    """The innermost frame outside the SDK, the standard library and installed packages."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_SKIPPED_DIRS) and not frame.f_code.co_filename.startswith("<"):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _tag(request: httpx.Request) -> httpx.Request:
+    if request.method != "POST" or "json" not in request.headers.get("content-type", ""):
+        return request
+    try:
+        body = json.loads(request.content)
+    except ValueError:
+        return request
+    frame = application_frame()
+    if not isinstance(body, dict) or frame is None:
+        return request
+    metadata = dict(body.get("metadata") or {})
+    if "prompt_source" in metadata:
+        return request
+    name = frame.f_code.co_name
+    if name == "<module>":
+        name = os.path.splitext(os.path.basename(frame.f_code.co_filename))[0]
+    metadata.setdefault("prompt_template", name)
+    metadata["prompt_source"] = f"{_display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+    body["metadata"] = metadata
+    headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
+    return httpx.Request(request.method, request.url, headers=headers, content=json.dumps(body).encode(),
+                         extensions=request.extensions)
+
+
+class TaggingTransport(httpx.BaseTransport):
+    def __init__(self, inner: httpx.BaseTransport | None = None):
+        self._inner = inner or httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        return self._inner.handle_request(_tag(request))
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class AsyncTaggingTransport(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport | None = None):
+        self._inner = inner or httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(_tag(request))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def tagging_http_client(*, timeout: float = 600.0) -> httpx.Client:
+    """An httpx client for `openai.OpenAI(http_client=...)` that tags requests with their call site."""
+    return httpx.Client(transport=TaggingTransport(), timeout=timeout)
+
+
+def tagging_async_http_client(*, timeout: float = 600.0) -> httpx.AsyncClient:
+    """The async twin of `tagging_http_client`, for `openai.AsyncOpenAI(http_client=...)`."""
+    return httpx.AsyncClient(transport=AsyncTaggingTransport(), timeout=timeout)
