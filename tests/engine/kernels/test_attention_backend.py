@@ -1,0 +1,44 @@
+"""Choosing the attention backend, and the Triton backend end to end (interpreted on CPU)."""
+import pytest
+import torch
+
+from radixgate.engine import Engine, EngineConfig, SamplingParams
+from radixgate.engine.attention import TorchBackend, TritonBackend, create_backend
+from radixgate.engine.kernels import triton_runtime
+from radixgate.engine.kv_pool import KVPool
+
+
+def _pool(device: str = "cpu") -> KVPool:
+    return KVPool(16, 1, 1, 16, torch.float32, device)
+
+
+def test_auto_is_torch_without_cuda_and_names_are_checked():
+    assert isinstance(create_backend("auto", _pool()), TorchBackend)
+    assert isinstance(create_backend("torch", _pool()), TorchBackend)
+    with pytest.raises(ValueError, match="attention_backend"):
+        create_backend("flash", _pool())
+
+
+def test_triton_without_triton_installed_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(triton_runtime, "HAS_TRITON", False)
+    with pytest.raises(ValueError, match="pip install triton"):
+        create_backend("triton", _pool())
+
+
+@pytest.mark.skipif(not triton_runtime.HAS_TRITON, reason="triton is not installed")
+def test_triton_backend_generates_the_torch_backends_tokens_with_fp8():
+    """Greedy tokens agree between backends (FP8 pool, a prefix hit, decode steps); small sizes
+    because on CPU every kernel launch runs in Triton's interpreter."""
+    greedy = SamplingParams(max_new_tokens=2, temperature=0.0, ignore_eos=True)
+    prompts = [list(range(900, 917)), list(range(900, 916)) + [5, 6, 7]]
+    tokens = {}
+    for backend in ("torch", "triton"):
+        engine = Engine(EngineConfig(attention_backend=backend, kv_cache_dtype="fp8_e4m3", page_size=16,
+                                     max_total_tokens=512))
+        assert isinstance(engine.runner.backend, TritonBackend if backend == "triton" else TorchBackend)
+        first = engine.generate(input_ids=prompts[:1], sampling=greedy)
+        second = engine.generate(input_ids=prompts[1:], sampling=greedy)     # hits the first 16 tokens
+        assert second[0].cached_tokens == 16
+        tokens[backend] = [o.token_ids for o in first + second]
+        engine.shutdown()
+    assert tokens["triton"] == tokens["torch"]
