@@ -12,7 +12,8 @@ Importing this package loads httpx and pydantic only: never torch, the engine or
 
 __version__ = "0.1.0"
 
-from ._client import AsyncClient, Client  # noqa: E402
+from ._async_client import AsyncClient  # noqa: E402
+from ._client import Client  # noqa: E402
 from ._exceptions import (  # noqa: E402
     APIConnectionError,
     APIError,
@@ -47,6 +48,7 @@ from ._segments import (  # noqa: E402
     user,
 )
 from ._streaming import AsyncStream, Stream  # noqa: E402
+from ._tagging import tagging_async_http_client, tagging_http_client  # noqa: E402
 from ._tokens import OPENAI_MIN_CACHE_TOKENS, count_tokens  # noqa: E402
 from ._types import (  # noqa: E402
     ChatCompletion,
@@ -79,6 +81,9 @@ __all__ = [
     "user",
     "canonical_text",
     "canonical_json",
+    # tagging for apps that keep the openai client
+    "tagging_http_client",
+    "tagging_async_http_client",
     # tokens
     "count_tokens",
     "OPENAI_MIN_CACHE_TOKENS",

@@ -22,7 +22,7 @@ from ._exceptions import APIResponseValidationError, status_error
 from ._prompt import Prompt, prefix_hash
 from ._segments import Message
 
-__all__ = ["DEFAULT_BASE_URL", "ChatInput", "ClientOptions", "RETRY_STATUSES"]
+__all__ = ["DEFAULT_BASE_URL", "ChatInput", "CompletionInput", "ClientOptions", "RETRY_STATUSES"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:30000/v1"
 RETRY_STATUSES = frozenset({408, 409, 429})
@@ -195,3 +195,32 @@ def validate(cast: Any, response: httpx.Response) -> Any:
         return cast.model_validate(data)
     except ValueError as exc:
         raise APIResponseValidationError(response=response, body=data) from exc
+
+
+# Servers without /v1/models (or that ignore the name, like SGLang) accept this placeholder.
+FALLBACK_MODEL = "default"
+
+
+def make_options(**kwargs: Any) -> ClientOptions:
+    """`ClientOptions` from a client's keyword arguments."""
+    headers = kwargs.pop("default_headers") or {}
+    return ClientOptions(default_headers=dict(headers), **kwargs)
+
+
+def sampling_params(max_tokens: int | None, temperature: float | None, top_p: float | None,
+                    stop: str | Sequence[str] | None, seed: int | None) -> dict[str, Any]:
+    return {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "stop": stop, "seed": seed}
+
+
+def first_model_id(data: Any) -> str:
+    """The first model id of a ``GET /v1/models`` body."""
+    models = data.get("data") if isinstance(data, dict) else None
+    return str(models[0]["id"]) if models else FALLBACK_MODEL
+
+
+def check_static(options: ClientOptions, checked: set[str], prompt: Any) -> None:
+    """Warn once per template when a `Prompt`'s static prefix is below `min_static_tokens`."""
+    minimum = options.min_static_tokens
+    if minimum and isinstance(prompt, Prompt) and prompt.template not in checked:
+        checked.add(prompt.template)
+        prompt.check_cacheable(minimum)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from ._client import AsyncClient
+from ._async_client import AsyncClient
 from ._exceptions import APIError
 from ._prompt import Prompt
 from ._segments import Message

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from ._base_client import DEFAULT_BASE_URL
 from ._bench_runner import BenchResult, run_workload
-from ._client import AsyncClient
+from ._async_client import AsyncClient
 from ._exceptions import APIError
 from ._local_server import LocalServer
 from ._workloads import WORKLOADS, GspParams, Workload, build_workload
