@@ -110,3 +110,8 @@ def test_cli_compare_mode_prints_both_rows(capsys):
                   transport=httpx.MockTransport(FakeServer().handler))
     out = capsys.readouterr().out
     assert status == 0 and "chatbot-bad" in out and "bad order vs Prompt" in out
+
+
+def test_poisson_arrivals_spread_requests_over_time():
+    result = run("chatbot", FakeServer(), request_rate=200.0, seed=1)
+    assert result.completed == 10 and result.duration_s > 10 / 200 / 4  # ~50 ms of arrivals, not all at once
