@@ -10,7 +10,7 @@ from sdk_fakes import FakeServer
 
 import radixgate as rg
 from radixgate._bench_runner import prefix_stats, run_workload
-from radixgate._bench_serving import main
+from radixgate._bench_serving import TABLE_WORKLOADS, main
 from radixgate._workloads import WORKLOADS, GspParams, build_workload
 
 
@@ -115,3 +115,22 @@ def test_cli_compare_mode_prints_both_rows(capsys):
 def test_poisson_arrivals_spread_requests_over_time():
     result = run("chatbot", FakeServer(), request_rate=200.0, seed=1)
     assert result.completed == 10 and result.duration_s > 10 / 200 / 4  # ~50 ms of arrivals, not all at once
+
+
+def test_cli_table_mode_compares_a_cached_and_an_uncached_server(capsys):
+    cached, uncached = FakeServer(), FakeServer(cache_enabled=False)
+
+    def route(request: httpx.Request) -> httpx.Response:
+        return (cached if request.url.host == "cache" else uncached).handler(request)
+
+    status = main(["--table", "--base-url", "http://cache/v1", "--nocache-url", "http://nocache/v1",
+                   "--num-prompts", "4", "--shared-tokens", "200", "--json"], transport=httpx.MockTransport(route))
+    payload = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert [r["workload"] for r in payload["results"]] == list(TABLE_WORKLOADS)
+    by_name = {r["workload"]: r for r in payload["results"]}
+    assert by_name["chatbot"]["measured_hit_rate"] > 0.8 and by_name["unique"]["measured_hit_rate"] < 0.05
+    assert all(r["measured_hit_rate"] == 0 for r in payload["no_cache"])
+    assert main(["--table", "--base-url", "http://cache/v1", "--nocache-url", "http://nocache/v1",
+                 "--num-prompts", "2", "--shared-tokens", "100"], transport=httpx.MockTransport(route)) == 0
+    assert "TTFT ratio" in capsys.readouterr().out
