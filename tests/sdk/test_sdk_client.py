@@ -12,7 +12,7 @@ from sdk_fakes import FakeServer
 import radixgate as rg
 
 BASE = "http://testserver/v1"
-THIS_FILE = "tests/sdk/test_sdk_client.py"
+THIS_FILE = "test_sdk_client.py"
 
 
 def make_client(server: FakeServer, **options) -> rg.Client:
