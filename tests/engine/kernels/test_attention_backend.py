@@ -26,7 +26,7 @@ def test_triton_without_triton_installed_is_a_clear_error(monkeypatch):
 
 
 @pytest.mark.skipif(not triton_runtime.HAS_TRITON, reason="triton is not installed")
-def test_triton_backend_generates_the_torch_backends_tokens_with_fp8():
+def test_triton_backend_generates_the_torch_backends_tokens_with_fp8(device):
     """Greedy tokens agree between backends (FP8 pool, a prefix hit, decode steps); small sizes
     because on CPU every kernel launch runs in Triton's interpreter."""
     greedy = SamplingParams(max_new_tokens=2, temperature=0.0, ignore_eos=True)
@@ -34,7 +34,7 @@ def test_triton_backend_generates_the_torch_backends_tokens_with_fp8():
     tokens = {}
     for backend in ("torch", "triton"):
         engine = Engine(EngineConfig(attention_backend=backend, kv_cache_dtype="fp8_e4m3", page_size=16,
-                                     max_total_tokens=512))
+                                     max_total_tokens=512, device=str(device)))
         assert isinstance(engine.runner.backend, TritonBackend if backend == "triton" else TorchBackend)
         first = engine.generate(input_ids=prompts[:1], sampling=greedy)
         second = engine.generate(input_ids=prompts[1:], sampling=greedy)     # hits the first 16 tokens
