@@ -1,7 +1,8 @@
 """A real pre-commit run: `pre-commit try-repo` against this repository, wired as the git
 pre-commit hook of a scratch repository, blocks a commit that adds a KV101 and lets a clean one
 through. pre-commit builds the hook's virtualenv from this repository (base dependencies from
-the package index), about 20-25 s per run here."""
+the package index), about 20-25 s per run here. `--ref HEAD`: the committed hook, not a
+shadow copy of whatever the working tree holds at the moment."""
 from __future__ import annotations
 
 import os
@@ -44,7 +45,7 @@ def test_pre_commit_blocks_kv101_and_passes_clean_code(tmp_path):
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
     assert _git(repo, "init", "-q", env=env).returncode == 0
     hook = repo / ".git" / "hooks" / "pre-commit"
-    hook.write_text(f"#!/bin/sh\nexec '{PRE_COMMIT}' try-repo '{ROOT}' promptlint\n")
+    hook.write_text(f"#!/bin/sh\nexec '{PRE_COMMIT}' try-repo '{ROOT}' promptlint --ref HEAD\n")
     hook.chmod(hook.stat().st_mode | stat.S_IEXEC)
 
     (repo / "clean.py").write_text(CLEAN)
