@@ -64,8 +64,8 @@ _USER_WORDS = frozenset({"user", "username", "userid", "uid", "customer", "email
                          "userinfo", "tenant"})
 _TIME_WORDS = frozenset({"now", "timestamp", "time", "datetime", "ts", "clock"})
 _DAY_WORDS = frozenset({"today", "date"})
-_TURN_WORDS = frozenset({"question", "query", "input", "utterance", "ask", "inquiry"})
-_HISTORY_WORDS = frozenset({"history", "conversation", "transcript", "scratchpad", "memory"})
+_TURN_WORDS = frozenset({"question", "query", "input", "utterance", "ask", "inquiry", "scratchpad"})
+_HISTORY_WORDS = frozenset({"history", "conversation", "transcript", "memory"})
 _DOC_WORDS = frozenset({"doc", "docs", "document", "documents", "context", "contexts", "passage",
                         "passages", "chunk", "chunks", "retrieved", "article", "articles",
                         "snippets", "knowledge", "sources", "references", "excerpts", "corpus"})

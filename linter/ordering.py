@@ -7,6 +7,7 @@ For each dynamic part, the first of these that holds is reported:
 4. it is in the system prompt and static content follows later  -> KV102
 5. enough static text follows it in later segments              -> KV101
 6. a shared document follows it                                 -> KV103
+7. it changes every request and the conversation history follows -> KV101
 A flaw (KV201-KV204) is reported when something cacheable follows the flawed value (static
 text, a document, or a later dynamic value that keeps the flawed value inside the prefix), or
 always for tool schemas and system prompts. Nothing is reported for values that come after all
@@ -68,15 +69,23 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
     same = sum(p.chars for p, s, _ in rest if s == seg and p.kind is Kind.TEXT)
     total = sum(p.chars for p, _, _ in rest if p.kind is Kind.TEXT)
     if same >= threshold:
-        return Finding(DynamicBeforeStatic.code, node, {"label": label, "static_chars": same},
+        return Finding(DynamicBeforeStatic.code, node, {"label": label, "what": _chars(same)},
                        part.change)
     if total >= threshold and confidence == "high":
         code = DynamicInSystemPrompt.code if role == "system" else DynamicBeforeStatic.code
-        return Finding(code, node, {"label": label, "static_chars": total}, part.change)
+        return Finding(code, node, {"label": label, "what": _chars(total)}, part.change)
     if doc is not None and confidence == "high":
         return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label},
                        part.change)
+    history = any(p.kind is Kind.HISTORY for p, _, _ in rest)
+    if history and part.change is Change.PER_REQUEST and part.kind is not Kind.HISTORY:
+        return Finding(DynamicBeforeStatic.code, node,
+                       {"label": label, "what": "the conversation history"}, part.change)
     return None
+
+
+def _chars(n: int) -> str:
+    return f"{n:,} characters of static text"
 
 
 def _cacheable_after(rest: list, threshold: int) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
+from . import names
 from .evaluator import Evaluator
 from .scope import Scope
 from .shape import EMPTY, Change, Kind, Part, Shape, derive, value
@@ -196,7 +197,10 @@ def element_segments(ev: Evaluator, node: ast.expr, scope: Scope,
     if isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant):
         role = _LC_ROLES.get(str(node.elts[0].value).lower())
         if str(node.elts[0].value) == "placeholder":
-            return [Segment(None, value(Kind.HISTORY, Change.PER_SESSION, node, "history"))]
+            var = node.elts[1].value if isinstance(node.elts[1], ast.Constant) else "history"
+            var = str(var).strip("{}")
+            found = names.classify_name(var) or (Kind.HISTORY, Change.PER_SESSION)
+            return [Segment(None, value(found[0], found[1], node, var))]
         return [Segment(role, template_shape(ev, node.elts[1], scope))]
     return [Segment(None, derive(ev.shape(node, scope), node))]
 

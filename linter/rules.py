@@ -39,12 +39,14 @@ class Rule:
 class DynamicBeforeStatic(Rule):
     """## What it does
     Finds a value that changes between requests (a timestamp, a user id, a random number, the
-    question) placed before static text of the same prompt.
+    question) placed before static text of the same prompt, or a value that changes on every
+    request placed before the conversation history.
 
     ## Why is this bad?
     Prefix caches (radixgate's radix cache, vLLM, SGLang, OpenAI and Anthropic prompt caching)
     reuse only the tokens *before* the first difference. One changing value at the top makes
-    every token after it a miss, so the static instructions are recomputed on every request.
+    every token after it a miss, so the static instructions are recomputed on every request;
+    a timestamp ahead of the history makes every turn recompute the whole conversation.
 
     ## Example
     ```python
@@ -60,7 +62,7 @@ class DynamicBeforeStatic(Rule):
 
     code = "KV101"
     name = "dynamic-before-static"
-    message = "{label} before {static_chars:,} characters of static text"
+    message = "{label} before {what}"
     fix = "unsafe"
 
 
@@ -87,7 +89,7 @@ class DynamicInSystemPrompt(Rule):
 
     code = "KV102"
     name = "dynamic-in-system-prompt"
-    message = "{label} inside the system prompt, before {static_chars:,} characters of static content"
+    message = "{label} inside the system prompt, before {what}"
 
 
 class TurnBeforeDocuments(Rule):

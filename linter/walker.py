@@ -149,8 +149,9 @@ class Walker:
             lst = scope.lists[target]
             item = call.args[-1]
             element = ast.Starred(value=item) if func.attr == "extend" else item
-            if func.attr == "insert" and _is_zero(call.args[0]):
-                lst.elements.insert(0, element)
+            index = _constant_index(call.args[0]) if func.attr == "insert" else None
+            if index is not None:
+                lst.elements.insert(index, element)
             else:
                 lst.elements.append(element)
             lst.flaws += loop_flaws
@@ -262,8 +263,14 @@ def is_text_building(node: ast.expr) -> bool:
         and node.func.attr in ("format", "join")
 
 
-def _is_zero(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value == 0
+def _constant_index(node: ast.expr) -> int | None:
+    """The position of `x.insert(k, ...)` when `k` is a literal integer."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
+            and isinstance(node.operand, ast.Constant) and type(node.operand.value) is int:
+        return -node.operand.value
+    return None
 
 
 def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Shape:

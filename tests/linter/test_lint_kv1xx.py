@@ -224,3 +224,34 @@ def test_low_confidence_prompt_variable_reports_only_strong_values():
             template = f"{{name}} {LONG}"
             return system_prompt, template
         ''', "KV101")
+
+
+def test_timestamp_before_the_history_is_kv101_and_after_it_is_clean():
+    found = assert_lints(f'''
+        import time
+
+        def build(system_prompt, conversation_history):
+            messages = [{{"role": "system", "content": system_prompt}}]
+            messages.append({{"role": "system", "content": f"Now: {{time.strftime('%H:%M')}}"}})
+            messages.extend(conversation_history)
+            return messages
+        ''', "KV101")
+    assert found[0].message.endswith("before the conversation history")
+    assert_lints(f'''
+        from datetime import datetime
+
+        def build(history, q):
+            messages = [{{"role": "system", "content": "{LONG}"}}]
+            messages.extend(history)
+            messages.insert(1, {{"role": "system", "content": f"Now: {{datetime.now()}}"}})
+            return messages
+        ''', "KV101")
+    assert_lints(f'''
+        from datetime import datetime
+
+        def build(history, q):
+            messages = [{{"role": "system", "content": "{LONG}"}}, *history]
+            messages.insert(-1, {{"role": "user", "content": "Earlier turns above."}})
+            messages.append({{"role": "user", "content": f"{{q}} (now {{datetime.now()}})"}})
+            return messages
+        ''')
