@@ -8,4 +8,7 @@ Slot layout shared by every kernel:
   kv_indptr:        [batch + 1] int64, request b's KV slots are kv_indices[kv_indptr[b]:kv_indptr[b+1]]
   kv_indices:       [total_kv] int64 slot ids, in token order
   qo_indptr:        [batch + 1] int64, request b's new tokens are rows qo_indptr[b]:qo_indptr[b+1] of q
+
+An FP8 pool holds K / k_scale and V / v_scale (one scale pair per layer); every kernel takes the
+scales and dequantizes inside attention. See docs/kernels.md.
 """
