@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import schemathesis
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 
 from radixgate.gateway.app import create_app
@@ -51,6 +51,7 @@ def test_no_input_causes_a_server_error(worker) -> None:
 def _fuzz(operation: Any) -> None:
     @given(case=operation.as_strategy())
     @settings(max_examples=12, deadline=None, database=None, derandomize=True,
+              phases=[Phase.explicit, Phase.generate],  # no shrinking: keeps a failure's report fast
               suppress_health_check=list(HealthCheck))
     def check(case: schemathesis.Case) -> None:
         _clamp(case.body)
