@@ -124,11 +124,19 @@ def quick_answer(client: OpenAI, model: str, question: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", default="http://127.0.0.1:30000/v1")
-    parser.add_argument("--model", default="default")
+    parser.add_argument("--model", default="tiny")
     parser.add_argument("--requests", type=int, default=8, help="requests to send in total")
     parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
+    parser.add_argument("--tag", action="store_true",
+                        help="tag each request with its call site (radixgate.tagging_http_client), so the "
+                             "gateway's /v1/prompt_stats and promptlint --stats can name the line")
     args = parser.parse_args(argv)
-    client = OpenAI(base_url=args.base_url, api_key=args.api_key, timeout=60.0, max_retries=0)
+    http_client = None
+    if args.tag:
+        import radixgate
+        http_client = radixgate.tagging_http_client(timeout=60.0)
+    client = OpenAI(base_url=args.base_url, api_key=args.api_key, timeout=60.0, max_retries=0,
+                    http_client=http_client)
     docs_dir = make_docs()
     calls = [
         lambda q: support_chat(client, args.model, f"user-{random.randint(1, 999)}", q),
