@@ -79,9 +79,12 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
                 else ev.fill(found[0], found[1], args, kwargs)
     if attr == "join" and node.args:
         sep = ev.shape(receiver, scope)
-        elements = ev.list_elements(node.args[0], scope)
-        if elements is not None:  # a known list keeps its order: each element stays in place
-            return ev.sequence(elements, scope, sum(p.chars for p in sep))
+        arg, width = node.args[0], sum(p.chars for p in sep)
+        # A known list keeps its order: each element stays in place.
+        if isinstance(arg, (ast.List, ast.Tuple)):
+            return ev.sequence(arg.elts, scope, width)
+        if isinstance(arg, ast.Name) and arg.id in scope.lists and not scope.lists[arg.id].flaws:
+            return ev.list_shape(scope.lists[arg.id], scope, width)
         items = ev.element(node.args[0], scope)
         if isinstance(node.args[0], ast.Name):  # report unordered names where `sorted()` goes
             items = tuple(p._replace(flaws=tuple(
@@ -152,10 +155,10 @@ def call_shape(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None
             inner = ev.shape(arg0, scope)
             if _is_true(_kwarg(node, "sort_keys")) or qual == "orjson.dumps":
                 return without_flaws(derive(inner, node), frozenset({"KV201", "KV202"}))
-            if _is_literal_data(arg0):
-                return derive(inner, node)
+            if _is_literal_data(arg0) or not ev.is_toolish(arg0):
+                return derive(inner, node)  # only tool and schema dicts are assembled from parts
             return with_flaw(inner, Flaw("KV201", node, "`json.dumps` without `sort_keys=True`",
-                                         always=ev.is_toolish(arg0)))
+                                         always=True))
         if qual in ("set", "frozenset") and arg0 is not None:
             return with_flaw(ev.element(arg0, scope), Flaw("KV202", node, f"`{qual}(...)`"))
         if qual in ("open", "pathlib.Path.read_text"):
@@ -178,7 +181,11 @@ def generic(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None) -
     arguments decide what it returns."""
     func_name = node.func.attr if isinstance(node.func, ast.Attribute) else \
         node.func.id if isinstance(node.func, ast.Name) else None
-    for label in (func_name, hint):
+    key = None
+    if func_name in ("get", "pop", "getlist", "get_json") and node.args \
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        key = node.args[0].value  # `data.get("history")` is named by its key
+    for label in (key, func_name, hint):
         if label and names.classify_name(label.removeprefix("get_")) is not None:
             return ev.by_name(label.removeprefix("get_"), node)
     inputs: list = []

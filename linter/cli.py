@@ -117,8 +117,10 @@ def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -
                 found = fixes.attach(fixed_source, *check(fixed_source, filename, settings))
     except ParseFailure as exc:
         raise ToolFailure(str(exc)) from None
-    except RecursionError:
-        raise ToolFailure(f"{path}: expressions nested too deeply to analyze") from None
+    except RecursionError:  # a limit of the analysis, not a fault of the file: say so, go on
+        print(f"promptlint: warning: {path}: skipped, expressions nested too deeply to analyze",
+              file=sys.stderr)
+        return []
     except Exception as exc:  # a promptlint bug: name the file so it can be reported
         raise ToolFailure(f"{path}: internal error: {type(exc).__name__}: {exc}") from None
     return found

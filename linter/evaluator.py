@@ -14,7 +14,7 @@ from .shape import EMPTY, Flaw, Kind, Shape, derive, flaws_of, text, unknown, va
 ORDER_CODES = frozenset({"KV202", "KV203", "KV204"})
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
 _TOOLISH = frozenset({"tool", "tools", "schema", "schemas", "function", "functions", "spec",
-                      "specs", "parameters", "json_schema"})
+                      "specs", "parameters", "definitions", "signatures"})
 _JOINABLE_SEP = 1
 
 
@@ -31,6 +31,17 @@ class Evaluator:
 
     def __init__(self, module: Module) -> None:
         self.module = module
+        self._expanding: set[int] = set()  # lists being expanded (`x.append(f(x))` is a loop)
+
+    def list_shape(self, lst: ListValue, scope: Scope, sep: int) -> Shape:
+        """The elements of a built-up list in order, or nothing when it contains itself."""
+        if id(lst) in self._expanding:
+            return EMPTY
+        self._expanding.add(id(lst))
+        try:
+            return self.sequence(lst.elements, scope, sep)
+        finally:
+            self._expanding.discard(id(lst))
 
     # -- names ---------------------------------------------------------------------------
     def by_name(self, label: str, node: ast.AST | None) -> Shape:
@@ -63,7 +74,9 @@ class Evaluator:
         dynamic = [s for s in shapes if any(p.is_dynamic for p in s)]
         if dynamic:
             return tuple(p._replace(node=node, label=key) for p in derive(dynamic[0], node))
-        if shapes or key in self.module.partial_names:
+        if any(p.kind is Kind.DOC for s in shapes for p in s):
+            return value(Kind.DOC, shapes[0][0].change, node, key)
+        if key in self.module.partial_names:  # bound once with a fixed value
             return unknown(node, key)
         return self.by_name(key, node)
 
@@ -139,7 +152,9 @@ class Evaluator:
             return self.shape(node.value, scope)
         if isinstance(node, ast.Dict):
             return derive(self.sequence([v for v in node.values if v is not None], scope), node)
-        if isinstance(node, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+        if isinstance(node, ast.BoolOp):  # `a or ""` is `a`
+            return derive(tuple(p for v in node.values for p in self.shape(v, scope, hint)), node)
+        if isinstance(node, (ast.Compare, ast.UnaryOp)):
             return text(1, node)
         return unknown(node)
 
@@ -159,7 +174,7 @@ class Evaluator:
             return shape
         if node.id in scope.lists:
             lst = scope.lists[node.id]
-            elements = self.sequence(lst.elements, scope, _JOINABLE_SEP)
+            elements = self.list_shape(lst, scope, _JOINABLE_SEP)
             shape = derive(elements, node, node.id, lst.flaws)
             return shape if elements else self.by_name(node.id, node)
         if node.id in self.module.constants:
@@ -202,8 +217,7 @@ class Evaluator:
         """The shape of one item of `iterable` (flaws of the iteration order included)."""
         if isinstance(iterable, ast.Name) and iterable.id in scope.lists:
             lst = scope.lists[iterable.id]
-            return derive(self.sequence(lst.elements, scope), iterable, iterable.id,
-                          lst.flaws)
+            return derive(self.list_shape(lst, scope, 0), iterable, iterable.id, lst.flaws)
         if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Attribute) \
                 and iterable.func.attr in ("items", "keys", "values"):
             return derive(self.shape(iterable.func.value, scope), iterable)
@@ -230,14 +244,6 @@ class Evaluator:
     def is_toolish(self, node: ast.expr) -> bool:
         label = dotted(node) or ""
         return bool(set(names.words(label)) & _TOOLISH)
-
-    def list_elements(self, node: ast.expr, scope: Scope) -> list[ast.expr] | None:
-        """The elements of a list display or of a local list with a stable order, else None."""
-        if isinstance(node, (ast.List, ast.Tuple)):
-            return list(node.elts)
-        if isinstance(node, ast.Name) and node.id in scope.lists and not scope.lists[node.id].flaws:
-            return list(scope.lists[node.id].elements)
-        return None
 
     def new_list(self, node: ast.expr, scope: Scope) -> ListValue | None:
         """A `ListValue` for a list display or a copy of a known list, else None."""

@@ -65,10 +65,13 @@ _USER_WORDS = frozenset({"user", "username", "userid", "uid", "customer", "email
 _TIME_WORDS = frozenset({"now", "timestamp", "time", "datetime", "ts", "clock"})
 _DAY_WORDS = frozenset({"today", "date"})
 _TURN_WORDS = frozenset({"question", "query", "input", "utterance", "ask", "inquiry", "scratchpad"})
-_HISTORY_WORDS = frozenset({"history", "conversation", "transcript", "memory"})
+_HISTORY_WORDS = frozenset({"history", "histories", "conversation", "conversations",
+                            "transcript", "memory", "memories", "turns"})
 _DOC_WORDS = frozenset({"doc", "docs", "document", "documents", "context", "contexts", "passage",
                         "passages", "chunk", "chunks", "retrieved", "article", "articles",
                         "snippets", "knowledge", "sources", "references", "excerpts", "corpus"})
+#: Trailing words that only say how a value is written: `now_str`, `timestamp_utc`.
+_MODIFIERS = frozenset({"str", "string", "iso", "formatted", "utc", "local", "kst", "gmt"})
 #: Words that make an identifier name a fixed thing even if it also names a dynamic one.
 _STATIC_WORDS = frozenset({"format", "instructions", "template", "prompt", "system", "schema",
                            "tools", "examples", "persona", "rules", "style", "type", "types",
@@ -88,6 +91,8 @@ def words(identifier: str) -> tuple[str, ...]:
 def classify_name(identifier: str) -> tuple[Kind, Change] | None:
     """What an identifier (or dotted chain of them) suggests about its value, or None."""
     ws = words(identifier)
+    while len(ws) > 1 and ws[-1] in _MODIFIERS:  # now_kst_str -> now
+        ws = ws[:-1]
     if not ws:
         return None
     tail = ws[-3:]

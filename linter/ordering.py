@@ -3,6 +3,7 @@
 For each dynamic part, the first of these that holds is reported:
 1. a `cache_control` breakpoint follows it                       -> KV104
 2. it is the question or history, and a shared document follows -> KV103
+("enough static text": a run of consecutive static text of at least `min-static-chars`.)
 3. enough static text follows it in the same segment            -> KV101
 4. it is in the system prompt and static content follows later  -> KV102
 5. enough static text follows it in later segments              -> KV101
@@ -66,8 +67,8 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
     if doc is not None and part.kind in (Kind.TURN, Kind.HISTORY):
         return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label},
                        part.change)
-    same = sum(p.chars for p, s, _ in rest if s == seg and p.kind is Kind.TEXT)
-    total = sum(p.chars for p, _, _ in rest if p.kind is Kind.TEXT)
+    same = _longest_static_run([p for p, s, _ in rest if s == seg])
+    total = _longest_static_run([p for p, _, _ in rest])
     if same >= threshold:
         return Finding(DynamicBeforeStatic.code, node, {"label": label, "what": _chars(same)},
                        part.change)
@@ -82,6 +83,19 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
         return Finding(DynamicBeforeStatic.code, node,
                        {"label": label, "what": "the conversation history"}, part.change)
     return None
+
+
+def _longest_static_run(parts: list[Part]) -> int:
+    """The longest block of consecutive static text: labels between values are not a block
+    worth caching, a paragraph of instructions is."""
+    best = run = 0
+    for p in parts:
+        if p.kind is Kind.TEXT:
+            run += p.chars
+            best = max(best, run)
+        elif p.kind is not Kind.BREAK:
+            run = 0
+    return best
 
 
 def _chars(n: int) -> str:

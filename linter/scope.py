@@ -71,12 +71,14 @@ class Scope:
     exprs: dict[str, ast.expr] = field(default_factory=dict)  # name -> the dict/call it was bound to
     is_module: bool = False
     in_loop: bool = False
+    depth: int = 0  # how many conditional blocks (if, for, while, try) enclose the statement
 
     def child(self) -> "Scope":
         """A scope for a comprehension: reads see the parent's names, writes stay local."""
         return Scope(dict(self.values), dict(self.lists), dict(self.literals),
                      dict(self.literal_nodes), dict(self.rngs), set(self.prompts),
-                     dict(self.exprs), self.is_module, self.in_loop)
+                     dict(self.exprs), self.is_module, self.in_loop,
+                     self.depth)
 
 
 def dotted(node: ast.expr) -> str | None:

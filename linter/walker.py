@@ -27,6 +27,7 @@ class Walker:
         self.on_site = on_site
         self.returns: list[Shape] = []
         self.deferred: list[tuple[ast.Call, Scope]] = []
+        self.merged: dict[str, Shape] = {}  # the most dynamic value each name had in a branch
 
     # -- statements ----------------------------------------------------------------------
     def body(self, stmts: list[ast.stmt], scope: Scope, loop_flaws: tuple[Flaw, ...] = ()) -> None:
@@ -57,19 +58,29 @@ class Walker:
                 if isinstance(target, ast.Name):
                     scope.values[target.id] = item
             was, scope.in_loop = scope.in_loop, True
+            scope.depth += 1
             self.body(stmt.body, scope, flaws)
+            scope.depth -= 1
             scope.in_loop = was
             self.body(stmt.orelse, scope, loop_flaws)
         elif isinstance(stmt, ast.While):
             was, scope.in_loop = scope.in_loop, True
+            scope.depth += 1
             self.body(stmt.body, scope, loop_flaws)
+            scope.depth -= 1
             scope.in_loop = was
-        elif isinstance(stmt, (ast.If, ast.With, ast.AsyncWith)):
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             self.body(stmt.body, scope, loop_flaws)
-            self.body(getattr(stmt, "orelse", []), scope, loop_flaws)
+        elif isinstance(stmt, ast.If):
+            scope.depth += 1
+            self.body(stmt.body, scope, loop_flaws)
+            self.body(stmt.orelse, scope, loop_flaws)
+            scope.depth -= 1
         elif isinstance(stmt, ast.Try):
+            scope.depth += 1
             for block in (stmt.body, *[h.body for h in stmt.handlers], stmt.orelse, stmt.finalbody):
                 self.body(block, scope, loop_flaws)
+            scope.depth -= 1
 
     def bind(self, target: ast.expr, value: ast.expr, scope: Scope, loop_flaws: tuple) -> None:
         if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
@@ -84,6 +95,8 @@ class Walker:
         name = target.id
         for table in (scope.lists, scope.literals, scope.exprs):
             table.pop(name, None)
+        if not scope.depth:
+            self.merged.pop(name, None)
         scope.values.pop(name, None)
         if prompts.is_radixgate_prompt(self.ev, value, scope):
             scope.prompts.add(name)
@@ -106,6 +119,12 @@ class Walker:
         if isinstance(value, (ast.Dict, ast.Call)):
             scope.exprs[name] = value
         shape = self.ev.shape(value, scope, hint=name)
+        if scope.depth and not any(p.is_dynamic for p in shape) and name in self.merged:
+            # A branch that rebinds a dynamic name to something unknown does not make it static.
+            previous = self.merged[name]
+            if any(p.is_dynamic for p in previous):
+                shape = previous
+        self.merged[name] = shape
         if scope.is_module and not scope.in_loop:
             shape = with_change(shape, Change.PER_PROCESS)
             self.ev.module.constants[name] = shape
