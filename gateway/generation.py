@@ -89,6 +89,11 @@ async def run(state: AppState, job: Job) -> AsyncIterator[Delta]:
         outcome = "invalid"
         fail_request_span(span, "invalid_request", str(exc))
         raise from_engine_error(exc) from None
+    except RuntimeError as exc:  # the engine's loop has stopped; /health says so too
+        outcome = "engine_error"
+        fail_request_span(span, "engine_error", str(exc))
+        raise APIError(503, f"the engine cannot serve requests: {exc}", code="engine_unavailable",
+                       type="server_error") from None
     finally:
         if is_queued:
             state.num_queued -= 1

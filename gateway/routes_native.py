@@ -16,6 +16,7 @@ from . import __version__
 from .errors import APIError
 from .generation import Job, collect, run
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse
+from .openai_schemas import ErrorResponse
 from .prompt_stats import RequestTags, estimate_static_tokens
 from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
@@ -86,9 +87,12 @@ async def _generate_stream(state: AppState, job: Job, start: float) -> AsyncIter
     yield sse(DONE)
 
 
-@router.get("/health")
-async def health() -> dict[str, str]:
-    """Liveness; the only endpoint that needs no API key."""
+@router.get("/health", responses={503: {"model": ErrorResponse}})
+async def health(request: Request) -> dict[str, str]:
+    """Liveness (503 once the engine has stopped); the only endpoint that needs no API key."""
+    failure = state_of(request).worker.failure()
+    if failure:
+        raise APIError(503, f"unhealthy: {failure}", code="engine_unavailable", type="server_error")
     return {"status": "ok"}
 
 

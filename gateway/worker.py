@@ -10,6 +10,10 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol, Sequence
 
 FALLBACK_CHAT_ROLE_TAG = "<|{role}|>\n{content}\n"
+# As vLLM does: temperatures this small mean greedy (dividing logits by them overflows), and a
+# top_p that rounds to 0 in float32 would drop every token.
+SAMPLING_EPS = 1e-5
+MIN_TOP_P = 1e-6
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ class Worker(Protocol):
     def stats(self) -> dict[str, Any]: ...
     def flush_cache(self) -> bool: ...
     def check_idle_invariant(self) -> None: ...
+    def failure(self) -> str | None:
+        """Why the worker can no longer serve, or None while it is healthy."""
     def close(self) -> None: ...
 
 
@@ -102,7 +108,9 @@ class LocalWorker:
 
     def _sampling(self, request: WorkRequest) -> Any:
         return self._sampling_cls(
-            max_new_tokens=request.max_new_tokens, temperature=request.temperature, top_p=request.top_p,
+            max_new_tokens=request.max_new_tokens,
+            temperature=0.0 if request.temperature < SAMPLING_EPS else request.temperature,
+            top_p=max(request.top_p, MIN_TOP_P),
             top_k=request.top_k, min_p=request.min_p, seed=request.seed,
             stop=list(request.stop) or None, stop_token_ids=list(request.stop_token_ids) or None,
             ignore_eos=request.ignore_eos)
@@ -125,6 +133,9 @@ class LocalWorker:
 
     def check_idle_invariant(self) -> None:
         self.engine.check_idle_invariant()
+
+    def failure(self) -> str | None:
+        return getattr(self.engine, "fatal_error", None)
 
     def close(self) -> None:
         self.engine.shutdown()
