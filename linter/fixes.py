@@ -25,45 +25,56 @@ def attach(source: str, violations: list[Violation],
         return violations
     tree = tree or ast.parse(source)
     lines = source.splitlines()
+    paths: dict[int, list[tuple[ast.AST, ast.AST | None]]] = {}
     out = []
     for v in violations:
         fix = None
         if v.code in fixable:
-            path = _path_to(tree, v.row)
+            if v.row not in paths:
+                paths[v.row] = _path_to(tree, v.row)
+            path = paths[v.row]
             node, parent = _find(path, (v.row, v.col, v.end_row, v.end_col))
             if node is not None and v.code == UnsortedJsonDumps.code and isinstance(node, ast.Call):
                 fix = _sort_keys(node, lines)
             elif node is not None and v.code in (UnorderedIteration.code, DirectoryOrder.code):
                 fix = _wrap_sorted(node, parent, lines)
             elif v.code == DynamicBeforeStatic.code:
-                fstring = next((n for n in reversed(path) if isinstance(n, ast.JoinedStr)), None)
+                fstring = next((n for n, _ in reversed(path) if isinstance(n, ast.JoinedStr)),
+                               None)
                 if fstring is not None:
                     fix = _move_head(fstring, (v.row, v.col), lines)
         out.append(v._replace(fix=fix) if fix else v)
     return out
 
 
-def _path_to(tree: ast.AST, row: int) -> list[ast.AST]:
-    """Every node whose lines include `row`, outermost first (a descent, not a full walk)."""
-    path: list[ast.AST] = []
-    stack = [tree]
+_NO_POSITION = (ast.arguments, ast.comprehension, ast.withitem, ast.match_case)
+
+
+def _path_to(tree: ast.AST, row: int) -> list[tuple[ast.AST, ast.AST | None]]:
+    """(node, parent) for every node whose lines include `row`, outermost first: a descent
+    along that line, not a walk of the whole tree."""
+    path: list[tuple[ast.AST, ast.AST | None]] = []
+    stack: list[tuple[ast.AST, ast.AST | None]] = [(tree, None)]
     while stack:
-        node = stack.pop()
-        path.append(node)
+        node, parent = stack.pop()
+        path.append((node, parent))
         for child in ast.iter_child_nodes(node):
             first = getattr(child, "lineno", None)
-            if first is None or first <= row <= (getattr(child, "end_lineno", None) or first):
-                stack.append(child)
+            if first is None:
+                if isinstance(child, _NO_POSITION):
+                    stack.append((child, node))
+            elif first <= row <= (child.end_lineno or first):  # type: ignore[attr-defined]
+                stack.append((child, node))
     return path
 
 
-def _find(path: list[ast.AST], span: tuple[int, int, int, int]) -> tuple[ast.AST | None, ast.AST | None]:
+def _find(path: list[tuple[ast.AST, ast.AST | None]],
+          span: tuple[int, int, int, int]) -> tuple[ast.AST | None, ast.AST | None]:
     """The outermost expression with exactly `span` (1-based columns) and its parent."""
-    parents = {child: node for node in path for child in ast.iter_child_nodes(node)}
-    for node in path:
+    for node, parent in path:
         if isinstance(node, ast.expr) and (node.lineno, node.col_offset + 1, node.end_lineno,
                                            (node.end_col_offset or 0) + 1) == span:
-            return node, parents.get(node)
+            return node, parent
     return None, None
 
 

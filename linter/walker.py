@@ -269,6 +269,8 @@ def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
         return [item.context_expr for item in stmt.items]
     if isinstance(stmt, ast.Try):
         return []
+    if isinstance(stmt, (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        return [stmt.value] if stmt.value is not None else []  # targets hold no calls to scan
     return [n for n in ast.iter_child_nodes(stmt) if isinstance(n, ast.expr)]
 
 
