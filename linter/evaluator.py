@@ -124,16 +124,13 @@ class Evaluator:
         if isinstance(node, ast.Name):
             return self.name(node, scope)
         if isinstance(node, (ast.Attribute, ast.Subscript)):
-            label = dotted(node)
+            # `uuid.uuid4().hex[:8]`, `now.hour`, `row["text"]`: what the base is, the part is.
             base = node.value
-            if isinstance(base, ast.Call):
+            if not isinstance(base, ast.Name) or base.id in scope.values:
                 inner = self.shape(base, scope)
                 if any(p.kind is not Kind.UNKNOWN for p in inner):
                     return derive(inner, node)
-            if isinstance(base, ast.Name) and base.id in scope.values and isinstance(node, ast.Subscript):
-                inner = scope.values[base.id]
-                if any(p.kind is not Kind.UNKNOWN for p in inner):
-                    return derive(inner, node)
+            label = dotted(node)
             return self.by_name(label, node) if label else unknown(node)
         if isinstance(node, ast.Call):
             return self.call(node, scope, hint)
@@ -144,8 +141,9 @@ class Evaluator:
             return with_flaw(shape, Flaw("KV202", node, "a set literal"))
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self.comprehension(node, scope)
-        if isinstance(node, ast.IfExp):
-            return derive(self.shape(node.body, scope) + self.shape(node.orelse, scope), node)
+        if isinstance(node, ast.IfExp):  # chosen by the test: as dynamic as all three
+            return derive(self.shape(node.test, scope) + self.shape(node.body, scope)
+                          + self.shape(node.orelse, scope), node)
         if isinstance(node, ast.Lambda):
             return self.shape(node.body, scope)
         if isinstance(node, (ast.Await, ast.Starred)):
@@ -154,7 +152,9 @@ class Evaluator:
             return derive(self.sequence([v for v in node.values if v is not None], scope), node)
         if isinstance(node, ast.BoolOp):  # `a or ""` is `a`
             return derive(tuple(p for v in node.values for p in self.shape(v, scope, hint)), node)
-        if isinstance(node, (ast.Compare, ast.UnaryOp)):
+        if isinstance(node, ast.Compare):
+            return derive(self.sequence([node.left, *node.comparators], scope), node)
+        if isinstance(node, ast.UnaryOp):
             return text(1, node)
         return unknown(node)
 

@@ -58,7 +58,8 @@ _SPLIT = re.compile(r"[^a-z0-9]+|(?<=[a-z])(?=[0-9])")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 _ID_OWNERS = frozenset({"user", "session", "customer", "account", "tenant", "conversation",
-                        "chat", "client", "member", "org", "thread", "visitor"})
+                        "chat", "client", "member", "org", "thread", "visitor", "patient",
+                        "employee", "player", "student"})
 _REQUEST_ID_OWNERS = frozenset({"request", "req", "trace", "run", "message", "call", "event"})
 _USER_WORDS = frozenset({"user", "username", "userid", "uid", "customer", "email", "sessionid",
                          "userinfo", "tenant"})
@@ -97,7 +98,8 @@ def classify_name(identifier: str) -> tuple[Kind, Change] | None:
         return None
     tail = ws[-3:]
     last = ws[-1]
-    if len(ws) > 1 and ws[-2] == "user" and last in ("name", "email", "handle"):
+    if len(ws) > 1 and (ws[-2] in _ID_OWNERS or ws[-2] == "user") \
+            and last in ("name", "email", "handle", "username"):
         return Kind.ID, Change.PER_SESSION
     if last in _STATIC_WORDS or (len(ws) > 1 and ws[-2] in ("format", "max", "num")):
         return None
