@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         r = bench_engine(path, kv, args)
         results.append(r)
         print(f"kv {r['kv_cache_dtype']:<9} ({r['attention_backend']}): capacity {r['max_total_num_tokens']} tokens "
-              f"in {r['kv_pool_gib']} GiB | cold {r['cold']['output_tok_s']} out tok/s, TTFT {r['cold']['ttft_median_ms']} ms, "
+              f"in {r['kv_pool_gib']} GiB | cold {r['cold']['output_tok_s']} out tok/s, "
+              f"TTFT {r['cold']['ttft_median_ms']} ms, "
               f"TPOT {r['cold']['time_per_output_token_ms']} ms | warm {r['warm']['output_tok_s']} out tok/s, "
               f"TTFT {r['warm']['ttft_median_ms']} ms, cached {r['warm']['cached_tokens']} tokens")
     print("RESULT " + json.dumps(dict(shape=args.shape, device=args.device, results=results)))

@@ -87,22 +87,25 @@ def bench_decode(args, device: torch.device, dtype: torch.dtype, kv_name: str, c
     got = decode_attention_triton(q[sub], k_cache, v_cache, sub_indptr, indices, sm_scale, *scales)
     err = float((got.float() - ref.float()).abs().max() / ref.float().abs().max())
     # The engine's defaults first, then the sweep.
-    configs = [(default_num_kv_splits(args.batch, args.kv_heads, device), 64, 4, True)]
-    configs += [(s, b, w, False) for s in args.splits for b in args.block_n for w in args.warps]
+    configs = [(default_num_kv_splits(args.batch, args.kv_heads, device), 64, 4, 2, True)]
+    configs += [(s, b, w, st, False) for s in args.splits for b in args.block_n for w in args.warps
+                for st in args.stages]
     rows = []
-    for splits, block_n, warps, is_default in configs:
+    for splits, block_n, warps, stages, is_default in configs:
         def run() -> None:
             decode_attention_triton(q, k_cache, v_cache, indptr, indices, sm_scale, *scales,
-                                    num_kv_splits=splits, block_n=block_n, num_warps=warps)
+                                    num_kv_splits=splits, block_n=block_n, num_warps=warps, num_stages=stages)
         try:
             seconds = timed(run, device, args.iters)
         except Exception as e:   # a config that does not compile on this GPU is reported, not fatal
-            print(f"  decode splits={splits} block_n={block_n} warps={warps}: {type(e).__name__}: {e}")
+            print(f"  decode splits={splits} block_n={block_n} warps={warps} stages={stages}: "
+                  f"{type(e).__name__}: {e}")
             continue
         bw = kv_bytes / seconds
-        rows.append(dict(splits=splits, block_n=block_n, warps=warps, default=is_default, us=seconds * 1e6,
+        rows.append(dict(splits=splits, block_n=block_n, warps=warps, stages=stages, default=is_default,
+                         us=seconds * 1e6,
                          gbps=bw / 1e9, of_copy=bw / copy_bw))
-        print(f"  decode {kv_name:<8} splits={splits:<3} block_n={block_n:<4} warps={warps}"
+        print(f"  decode {kv_name:<8} splits={splits:<3} block_n={block_n:<4} warps={warps} stages={stages}"
               f"{' (default)' if is_default else '          '}: {seconds * 1e6:9.1f} us  {bw / 1e9:8.1f} GB/s  "
               f"{bw / copy_bw:6.1%} of copy")
     best = max(rows, key=lambda r: r["gbps"]) if rows else None
@@ -150,9 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--page-size", type=int, default=16)
     p.add_argument("--kv-cache-dtypes", nargs="+", default=["auto", "fp8_e4m3"])
-    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8, 16])
-    p.add_argument("--block-n", type=int, nargs="+", default=[32, 64, 128])
+    p.add_argument("--splits", type=int, nargs="+", default=[1, 2, 4, 8])
+    p.add_argument("--block-n", type=int, nargs="+", default=[64, 128])
     p.add_argument("--warps", type=int, nargs="+", default=[4, 8])
+    p.add_argument("--stages", type=int, nargs="+", default=[2, 3])
     p.add_argument("--extend-batch", type=int, default=4)
     p.add_argument("--extend-prefix", type=int, default=4096)
     p.add_argument("--extend-new", type=int, default=2048)
@@ -178,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"decode {r['kv_dtype']}: engine defaults {r['default']['gbps']:.1f} GB/s = "
                   f"{r['default']['of_copy']:.1%} of copy")
         print(f"decode {r['kv_dtype']}: best {best['gbps']:.1f} GB/s = {best['of_copy']:.1%} of copy "
-              f"(splits={best['splits']}, block_n={best['block_n']}, warps={best['warps']}), "
+              f"(splits={best['splits']}, block_n={best['block_n']}, warps={best['warps']}, stages={best['stages']}), "
               f"rel err {r['rel_err']:.1e}: {'PASS' if passed else 'BELOW'} the {args.target:.0%} target")
     print("RESULT " + json.dumps(dict(device=name, copy_gbps=copy_bw / 1e9, results=results)))
     return 0 if ok else 1

@@ -1,6 +1,6 @@
 """FP8 KV formats: which torch dtypes they are, their grids, and per-layer scales.
 
-A quantized pool stores `x / scale` rounded to the FP8 grid (round to nearest even, saturating
+A quantized pool stores `x * (1 / scale)` rounded to the FP8 grid (round to nearest even, saturating
 at the format's largest finite value); attention multiplies back by `scale`. A scale computed from observed K/V
 maps their largest magnitude to half the format's largest value: later tokens up to twice as
 large still fit (vLLM's dynamic KV scales leave similar headroom), and the relative precision of
@@ -41,7 +41,8 @@ def fp8_grid(dtype: torch.dtype) -> Fp8Grid:
 def quantize_fp8(x: torch.Tensor, dtype: torch.dtype, scale: float) -> torch.Tensor:
     """x (any float dtype) -> FP8 `dtype` holding x / scale, saturated (never inf or NaN)."""
     top = fp8_grid(dtype).max_value
-    return (x.to(torch.float32) / scale).clamp(-top, top).to(dtype)
+    # Multiplying by the reciprocal (one IEEE rounding) is what the Triton kernel does too.
+    return (x.to(torch.float32) * (1.0 / scale)).clamp(-top, top).to(dtype)
 
 
 SCALE_HEADROOM = 2.0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 
@@ -43,19 +44,23 @@ class Quality:
 
 
 def random_qwen2_checkpoint() -> str:
-    """A random-weight Qwen2 checkpoint (attention biases, GQA 4:1) with the tiny model's tokenizer."""
+    """A random-weight Qwen2 checkpoint (attention biases, GQA 4:1, transformers' default
+    initializer_range 0.02) with the tiny model's tokenizer."""
     from transformers import AutoTokenizer
 
     from radixgate.engine.config import default_model_cache_dir
     from radixgate.engine.models.tiny import ensure_tiny_checkpoint, write_random_checkpoint
 
-    path = os.path.join(default_model_cache_dir(), "fp8-quality-qwen2-v1")
+    path = os.path.join(default_model_cache_dir(), "fp8-quality-qwen2-v2")
     if not os.path.isfile(os.path.join(path, "model.safetensors")):
         tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_checkpoint())
         tmp = f"{path}.tmp-{os.getpid()}"
         write_random_checkpoint(tmp, "qwen2", vocab_size=len(tokenizer), tokenizer=tokenizer, seed=7,
-                                initializer_range=0.05, **QWEN2_SHAPE)
-        os.replace(tmp, path) if not os.path.exists(path) else None
+                                **QWEN2_SHAPE)
+        try:
+            os.rename(tmp, path)
+        except OSError:   # another process wrote it first; its checkpoint is identical
+            shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

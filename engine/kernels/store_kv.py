@@ -8,7 +8,7 @@ from radixgate.engine.kernels.triton_runtime import for_device, next_power_of_2,
 @triton.jit
 def _store_kv_kernel(
     k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slots_ptr,
-    k_scale, v_scale,
+    k_inv_scale, v_inv_scale,
     stride_kt, stride_kh, stride_vt, stride_vh,
     stride_kcn, stride_kch, stride_vcn, stride_vch,
     NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -20,10 +20,10 @@ def _store_kv_kernel(
     # program (token, 1) its V row.
     token = tl.program_id(0)
     if tl.program_id(1) == 0:
-        src_ptr, dst_ptr, scale = k_ptr, k_cache_ptr, k_scale
+        src_ptr, dst_ptr, inv_scale = k_ptr, k_cache_ptr, k_inv_scale
         stride_t, stride_h, stride_n, stride_dh = stride_kt, stride_kh, stride_kcn, stride_kch
     else:
-        src_ptr, dst_ptr, scale = v_ptr, v_cache_ptr, v_scale
+        src_ptr, dst_ptr, inv_scale = v_ptr, v_cache_ptr, v_inv_scale
         stride_t, stride_h, stride_n, stride_dh = stride_vt, stride_vh, stride_vcn, stride_vch
     slot = tl.load(slots_ptr + token)
     offs_h = tl.arange(0, BLOCK_H)
@@ -33,7 +33,7 @@ def _store_kv_kernel(
     if IS_FP8:
         # Round to the FP8 grid in float32 (nearest even, saturating) so that the cast below is
         # exact: Triton's interpreter rounds some values across a power of two to the wrong binade.
-        x = x.to(tl.float32) / scale
+        x = x.to(tl.float32) * inv_scale
         x = tl.minimum(tl.maximum(x, -FP8_MAX), FP8_MAX)
         exp = ((x.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
         exp = tl.maximum(exp, MIN_NORMAL_EXP)
@@ -50,7 +50,8 @@ def store_kv_triton(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tenso
     num_tokens, num_kv_heads, head_dim = k.shape
     assert v.shape == k.shape, f"k {tuple(k.shape)} and v {tuple(v.shape)} differ"
     assert k_cache.shape == v_cache.shape and k_cache.dtype == v_cache.dtype
-    assert k_cache.shape[1:] == (num_kv_heads, head_dim), f"pool rows {tuple(k_cache.shape[1:])} != {tuple(k.shape[1:])}"
+    assert k_cache.shape[1:] == (num_kv_heads, head_dim), \
+        f"pool rows {tuple(k_cache.shape[1:])} != new rows {tuple(k.shape[1:])}"
     assert k.stride(-1) == 1 and v.stride(-1) == 1, "head_dim must be contiguous"
     assert k_cache.stride(-1) == 1 and v_cache.stride(-1) == 1, "pool rows must be contiguous"
     assert slots.dtype == torch.int64 and slots.shape == (num_tokens,), "slots: [num_tokens] int64"
@@ -61,7 +62,7 @@ def store_kv_triton(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tenso
     grid_info = fp8_grid(k_cache.dtype) if fp8 else None
     for_device(_store_kv_kernel, k.device)[(num_tokens, 2)](
         k, v, k_cache, v_cache, slots.contiguous(),
-        float(k_scale), float(v_scale),
+        1.0 / k_scale, 1.0 / v_scale,
         k.stride(0), k.stride(1), v.stride(0), v.stride(1),
         k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
         NUM_KV_HEADS=num_kv_heads, HEAD_DIM=head_dim,
