@@ -5,7 +5,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from . import names
-from .rules import UnorderedIteration
+from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle, UnsortedJsonDumps
 from .shape import (Change, Flaw, Kind, Part, Shape, derive, text, unknown, value, with_flaw,
                     without_flaws)
 
@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from .evaluator import Evaluator
     from .scope import Scope
 
-_SORT_SANITIZED = frozenset({"KV202", "KV203", "KV204"})
+_SORT_SANITIZED = frozenset({UnorderedIteration.code, UnseededShuffle.code, DirectoryOrder.code})
+_KEY_ORDER = frozenset({UnsortedJsonDumps.code, UnorderedIteration.code})  # what sort_keys fixes
 SAME_SHAPE_METHODS = frozenset({"strip", "lstrip", "rstrip", "upper", "lower", "title",
                                 "capitalize", "casefold", "expandtabs", "encode", "decode"})
 _PASS_THROUGH = frozenset({"str", "repr", "format", "ascii", "list", "tuple", "reversed",
@@ -113,11 +114,13 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
     if attr in names.LISTDIR_METHODS and not (ev.module.qualname(node.func) or "").startswith(
             "glob."):
         return with_flaw(unknown(node, attr + "()"),
-                         Flaw("KV204", node, f"`.{attr}()`"))
+                         Flaw(DirectoryOrder.code, node, f"`.{attr}()`"))
     seeded = rng_seeded(ev, receiver, scope)
     if seeded is not None and attr in ("sample", "choice", "choices", "permutation"):
         picked = derive(ev.shape(node.args[0], scope), node) if node.args else unknown(node)
-        return picked if seeded else with_flaw(picked, Flaw("KV203", node, f"unseeded `{attr}`"))
+        if seeded:
+            return picked
+        return with_flaw(picked, Flaw(UnseededShuffle.code, node, f"unseeded `{attr}`"))
     if seeded is not None:
         return picked_value(seeded, node)
     return None
@@ -143,24 +146,26 @@ def call_shape(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None
             picked = derive(ev.shape(arg0, scope), node) if arg0 is not None else unknown(node)
             if ev.module.is_random_seeded:
                 return picked
-            return with_flaw(picked, Flaw("KV203", node, f"unseeded `{qual}`"))
+            return with_flaw(picked, Flaw(UnseededShuffle.code, node, f"unseeded `{qual}`"))
         if names.matches(qual, names.PROCESS_CALLS):
             return value(Kind.ID, Change.PER_PROCESS, node, qual + "()")
         if names.matches(qual, names.LISTDIR_CALLS):
             return with_flaw(unknown(node, qual + "()"),
-                             Flaw("KV204", node, f"`{qual}()`"))
+                             Flaw(DirectoryOrder.code, node, f"`{qual}()`"))
         if qual == "sorted" and arg0 is not None:
             return without_flaws(ev.element(arg0, scope), _SORT_SANITIZED)
         if qual in ("json.dumps", "orjson.dumps") and arg0 is not None:
             inner = ev.shape(arg0, scope)
             if _is_true(_kwarg(node, "sort_keys")) or qual == "orjson.dumps":
-                return without_flaws(derive(inner, node), frozenset({"KV201", "KV202"}))
+                return without_flaws(derive(inner, node), _KEY_ORDER)
             if _is_literal_data(arg0) or not ev.is_toolish(arg0):
                 return derive(inner, node)  # only tool and schema dicts are assembled from parts
-            return with_flaw(inner, Flaw("KV201", node, "`json.dumps` without `sort_keys=True`",
+            label = "`json.dumps` without `sort_keys=True`"
+            return with_flaw(inner, Flaw(UnsortedJsonDumps.code, node, label,
                                          always=True))
         if qual in ("set", "frozenset") and arg0 is not None:
-            return with_flaw(ev.element(arg0, scope), Flaw("KV202", node, f"`{qual}(...)`"))
+            flaw = Flaw(UnorderedIteration.code, node, f"`{qual}(...)`")
+            return with_flaw(ev.element(arg0, scope), flaw)
         if qual in ("open", "pathlib.Path.read_text"):
             return derive(ev.shape(arg0, scope), node) if arg0 is not None else unknown(node)
         if qual in _SCALAR:

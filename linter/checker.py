@@ -16,7 +16,8 @@ from typing import Iterator
 from .evaluator import Evaluator
 from .ordering import Finding, check_site
 from .prompts import Site
-from .rules import RULES, ShortStaticPrefix
+from .rules import (RULES, DynamicBeforeCacheBreakpoint, DynamicBeforeStatic,
+                    DynamicInSystemPrompt, ShortStaticPrefix, TurnBeforeDocuments)
 from .scope import Module, Scope
 from .settings import Settings
 from .shape import Kind
@@ -31,7 +32,8 @@ _TRIGGER_WORDS = ("prompt", "messages", "role", "template", "completion", "invok
 _HOT_WORDS = _TRIGGER_WORDS + ("create", "generate", "post", "format", "partial", "kwargs[",
                                "inputs[", ".run(", ".stream(", "from_", "message")
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
-_ORDER_FAMILY = frozenset({"KV101", "KV102", "KV103", "KV104"})
+_ORDER_FAMILY = frozenset({DynamicBeforeStatic.code, DynamicInSystemPrompt.code,
+                           TurnBeforeDocuments.code, DynamicBeforeCacheBreakpoint.code})
 
 
 class ParseFailure(Exception):
@@ -52,7 +54,8 @@ def check(source: str, filename: str,
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
-        raise ParseFailure(f"{filename}:{exc.lineno}:{exc.offset}: cannot parse: {exc.msg}") from None
+        where = f"{filename}:{exc.lineno}:{exc.offset}"
+        raise ParseFailure(f"{where}: cannot parse: {exc.msg}") from None
     lines = source.splitlines()
     sites: list[Site] = []
     module = collect_module(tree, lines, low)
@@ -142,7 +145,8 @@ def _violations(sites: list[Site], filename: str, settings: Settings) -> Iterato
         for finding in check_site(site, settings.min_static_chars):
             if settings.is_enabled(finding.code):
                 yield _to_violation(finding, filename, span)
-        if settings.is_enabled(ShortStaticPrefix.code) and site.provider and site.confidence == "high":
+        hosted = site.provider is not None and site.confidence == "high"
+        if hosted and settings.is_enabled(ShortStaticPrefix.code):
             short = _short_prefix(site, settings.min_static_tokens)
             if short is not None:
                 yield _to_violation(short, filename, span)
@@ -156,7 +160,8 @@ def _to_violation(finding: Finding, filename: str, span: tuple[int, int]) -> Vio
     end_col = (getattr(node, "end_col_offset", None) or col - 1) + 1
     holder_end = getattr(node, "holder_end", end_row)
     return Violation(rule.code, rule.format(**finding.fields), filename, row, col, end_row,
-                     end_col, rule.severity(finding.change), None, (span[0], max(span[1], holder_end)))
+                     end_col, rule.severity(finding.change), None,
+                     (span[0], max(span[1], holder_end)))
 
 
 def _short_prefix(site: Site, minimum: int) -> Finding | None:
@@ -208,7 +213,7 @@ def _suppress(violations: list[Violation], lines: list[str],
     kept = []
     for v in violations:
         rows = {v.row, v.end_row} | {end for start, end in strings if start <= v.row <= end}
-        if v.span and v.code == "KV301":
+        if v.span and v.code == ShortStaticPrefix.code:
             rows.add(v.span[1])
         if not any(_suppressed(lines[r - 1], v.code) for r in rows if 0 < r <= len(lines)):
             kept.append(v)

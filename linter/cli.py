@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from . import fixes, reporters
-from .rules import RULES, explain
+from .rules import RULES, MeasuredWaste, explain
 from .settings import ConfigError, Settings, find_pyproject, load_settings
 from .violation import Violation
 
@@ -42,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="promptlint", description="Find cache-hostile prompt construction in Python code.")
     p.add_argument("paths", nargs="*", help="files or folders to check (default: .)")
-    p.add_argument("--select", action="append", help="rule codes or prefixes to enable (replaces the default)")
+    p.add_argument("--select", action="append",
+                   help="rule codes or prefixes to enable (replaces the default)")
     p.add_argument("--extend-select", action="append", help="rule codes or prefixes to add")
     p.add_argument("--ignore", action="append", help="rule codes or prefixes to disable")
     p.add_argument("--format", "--output-format", dest="format", default="text",
@@ -141,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
     files = list(iter_files(args.paths or ["."], settings, args.force_exclude))
     violations: list[Violation] = []
     for path in files:
-        violations.extend(lint_file(path, settings, args.fix or args.unsafe_fixes, args.unsafe_fixes))
+        fixing = args.fix or args.unsafe_fixes
+        violations.extend(lint_file(path, settings, fixing, args.unsafe_fixes))
     if args.stats:
         from . import stats
 
@@ -150,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         except stats.StatsError as exc:
             raise ToolFailure(str(exc)) from None
         violations = stats.apply(violations, templates, [f.as_posix() for f in files],
-                                 settings.is_enabled("KV901"))
+                                 settings.is_enabled(MeasuredWaste.code))
     report = reporters.statistics(violations) if args.statistics and args.format == "text" \
         else reporters.REPORTERS[args.format](violations)
     if args.output_file:

@@ -8,10 +8,10 @@ import string
 
 from . import names
 from .calls import SAME_SHAPE_METHODS, call_shape
+from .rules import UnorderedIteration
 from .scope import ListValue, Module, Scope, dotted
 from .shape import EMPTY, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
 
-ORDER_CODES = frozenset({"KV202", "KV203", "KV204"})
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
 _TOOLISH = frozenset({"tool", "tools", "schema", "schemas", "function", "functions", "spec",
                       "specs", "parameters", "definitions", "signatures"})
@@ -138,7 +138,7 @@ class Evaluator:
             return derive(self.sequence(node.elts, scope), node)
         if isinstance(node, ast.Set):
             shape = derive(self.sequence(node.elts, scope), node)
-            return with_flaw(shape, Flaw("KV202", node, "a set literal"))
+            return with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set literal"))
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self.comprehension(node, scope)
         if isinstance(node, ast.IfExp):  # chosen by the test: as dynamic as all three
@@ -235,7 +235,7 @@ class Evaluator:
                     inner.values[target.id] = derive(item, target, target.id)
         shape = derive(self.shape(node.elt, inner), node, None, flaws)
         if isinstance(node, ast.SetComp):
-            shape = with_flaw(shape, Flaw("KV202", node, "a set comprehension"))
+            shape = with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set comprehension"))
         return shape
 
     def call(self, node: ast.Call, scope: Scope, hint: str | None) -> Shape:

@@ -38,7 +38,8 @@ def _describe(part: Part) -> str:
     how = {Change.PER_REQUEST: "changes every request", Change.PER_SESSION: "changes per user",
            Change.PER_DAY: "changes daily"}.get(part.change, "")
     kind = {Kind.TIME: "timestamp", Kind.ID: "identifier", Kind.RANDOM: "random value",
-            Kind.TURN: "per-turn input", Kind.HISTORY: "conversation history"}.get(part.kind, "value")
+            Kind.TURN: "per-turn input",
+            Kind.HISTORY: "conversation history"}.get(part.kind, "value")
     return f"{kind} `{part.label}` ({how})" if how else f"{kind} `{part.label}`"
 
 
@@ -52,7 +53,8 @@ def check_site(site: Site, min_static_chars: int) -> list[Finding]:
             if finding is not None:
                 findings.append(finding)
         for flaw in part.flaws:
-            if flaw.always or role in ("tools", "system") or _cacheable_after(rest, min_static_chars):
+            in_prefix = role in ("tools", "system") or _cacheable_after(rest, min_static_chars)
+            if flaw.always or in_prefix:
                 findings.append(Finding(flaw.code, flaw.node, {"label": flaw.label}, None))
     return findings
 

@@ -194,7 +194,8 @@ def element_segments(ev: Evaluator, node: ast.expr, scope: Scope,
         if name in ("from_template", "from_template_file"):
             owner = chain(node.func).rsplit(".", 2)[-2] if "." in chain(node.func) else ""
             return [Segment(_TEMPLATE_CLASSES.get(owner), template_shape(ev, arg, scope))]
-    if isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant):
+    if isinstance(node, ast.Tuple) and len(node.elts) == 2 \
+            and isinstance(node.elts[0], ast.Constant):
         role = _LC_ROLES.get(str(node.elts[0].value).lower())
         if str(node.elts[0].value) == "placeholder":
             var = node.elts[1].value if isinstance(node.elts[1], ast.Constant) else "history"
@@ -257,7 +258,8 @@ def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
 
 def role_of_any(node: ast.expr, scope: Scope) -> bool:
     elements = node.elts if isinstance(node, ast.List) else \
-        scope.lists[node.id].elements if isinstance(node, ast.Name) and node.id in scope.lists else []
+        scope.lists[node.id].elements if isinstance(node, ast.Name) and node.id in scope.lists \
+        else []
     return any(role_of(e) for e in elements)
 
 
@@ -271,7 +273,8 @@ def tools_shape(ev: Evaluator, node: ast.expr, scope: Scope) -> Shape:
 def http_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
     """`requests.post(".../v1/chat/completions", json={...})` and httpx alike."""
     url = node.args[0]
-    texts = [n.value for n in ast.walk(url) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    texts = [n.value for n in ast.walk(url)
+             if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     if isinstance(url, ast.Name):
         texts.append(scope.literals.get(url.id) or ev.module.literals.get(url.id) or "")
     if not any(p in t for t in texts for p in _HTTP_PATHS):
@@ -301,7 +304,8 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
         if last == "from_messages" and arg is not None:
             return Site(node, message_segments(ev, arg, scope, templated=True), "high", None)
         template = arg or _kw(node, "template")
-        return Site(node, [Segment(_TEMPLATE_CLASSES.get(owner), template_shape(ev, template, scope))],
+        role = _TEMPLATE_CLASSES.get(owner)
+        return Site(node, [Segment(role, template_shape(ev, template, scope))],
                     "high", None)
     if last in ("PromptTemplate", "ChatPromptTemplate"):
         template, messages = _kw(node, "template"), _kw(node, "messages") or arg

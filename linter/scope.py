@@ -68,7 +68,7 @@ class Scope:
     literal_nodes: dict[str, ast.expr] = field(default_factory=dict)
     rngs: dict[str, bool] = field(default_factory=dict)  # random.Random objects: name -> seeded
     prompts: set[str] = field(default_factory=set)  # names bound to a radixgate Prompt
-    exprs: dict[str, ast.expr] = field(default_factory=dict)  # name -> the dict/call it was bound to
+    exprs: dict[str, ast.expr] = field(default_factory=dict)  # name -> the dict/call bound to it
     is_module: bool = False
     in_loop: bool = False
     depth: int = 0  # how many conditional blocks (if, for, while, try) enclose the statement

@@ -106,7 +106,8 @@ def load_settings(path: Path | None) -> Settings:
     table = data.get("tool", {}).get("promptlint", {})
     unknown = set(table) - _KEYS
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) in [tool.promptlint]: {', '.join(sorted(unknown))}"
+        names = ", ".join(sorted(unknown))
+        raise ConfigError(f"{path}: unknown key(s) in [tool.promptlint]: {names}"
                           f" (known: {', '.join(sorted(_KEYS))})")
 
     def strings(key: str) -> tuple[str, ...]:

@@ -41,7 +41,8 @@ class TemplateStats(NamedTuple):
         prefix reads the prefix from cache."""
         if self.prompt_tokens <= 0:
             return 0.0
-        reusable = self.static_prefix_tokens * max(0, self.requests - max(1, self.distinct_static_prefixes))
+        misses = max(1, self.distinct_static_prefixes)  # each distinct prefix is computed once
+        reusable = self.static_prefix_tokens * max(0, self.requests - misses)
         return min(1.0, reusable / self.prompt_tokens)
 
     def measured(self) -> Measured:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .rules import MeasuredWaste
+
 
 class Edit(NamedTuple):
     """Replace the text between (row, col) and (end_row, end_col) (1-based rows, 0-based
@@ -52,6 +54,6 @@ class Violation(NamedTuple):
     @property
     def full_message(self) -> str:
         """The message with the measured numbers, when statistics were given."""
-        if self.measured is None or self.code == "KV901":
+        if self.measured is None or self.code == MeasuredWaste.code:  # KV901 names them itself
             return self.message
         return f"{self.message} — {self.measured.describe()}"

@@ -7,14 +7,14 @@ from typing import Callable
 
 from . import names, prompts
 from .evaluator import Evaluator
-from .rules import UnorderedIteration, UnseededShuffle
+from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from .scope import ListValue, Scope
 from .shape import EMPTY, Change, Flaw, Shape, flaws_of, with_change, without_flaws
 
 _FILL_METHODS = frozenset({"partial", "format", "format_messages", "format_prompt", "invoke",
                            "ainvoke", "run", "arun", "stream", "astream", "predict", "apredict"})
 _LOW_CONFIDENCE_WORDS = frozenset({"prompt", "system", "template", "instructions", "preamble"})
-_ORDER = frozenset({UnorderedIteration.code, UnseededShuffle.code, "KV204"})
+_ORDER = frozenset({UnorderedIteration.code, UnseededShuffle.code, DirectoryOrder.code})
 
 OnSite = Callable[[prompts.Site], None]
 
