@@ -8,7 +8,7 @@ from typing import Callable
 from . import names, prompts
 from .evaluator import Evaluator
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
-from .scope import ListValue, Scope
+from .scope import Scope
 from .shape import EMPTY, Change, Flaw, Shape, flaws_of, with_change, without_flaws
 
 _FILL_METHODS = frozenset({"partial", "format", "format_messages", "format_prompt", "invoke",

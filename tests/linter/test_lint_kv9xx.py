@@ -144,3 +144,24 @@ def test_no_network_without_stats(app, capsys, monkeypatch):
 
     monkeypatch.setattr(httpx, "get", refuse)
     assert cli.main(["app", "--isolated"]) == 1
+
+
+def test_statistics_from_the_gateways_own_aggregator(app, capsys):
+    """The JSON the gateway serves (built by its `PromptStats`, as `/v1/prompt_stats` does)
+    is what `--stats` reads: the contract, checked end to end without starting a server."""
+    prompt_stats = pytest.importorskip("radixgate.gateway.prompt_stats")
+    aggregate = prompt_stats.PromptStats()
+    tags = prompt_stats.RequestTags.from_metadata(
+        {"prompt_template": "by-time", "prompt_source": "app/bot.py:9",
+         "static_prefix_hash": "a1", "static_prefix_chars": "400"})
+    for _ in range(40):  # the timestamp first: every request misses almost everything
+        aggregate.record("tenant", tags, 1_000, 16, 100)
+    (app / "live.json").write_text(json.dumps(aggregate.snapshot()))
+    code, out = _json(capsys, ["app", "--stats", "live.json", "--format", "json", "--isolated"])
+    assert code == 1
+    by_time = out[0]
+    assert (by_time["code"], by_time["location"]["row"]) == ("KV101", 10)
+    assert by_time["measured"] == {"template": "by-time", "requests": 40, "hit_rate": 0.016,
+                                   "recomputed_tokens": 39_360}
+    assert "measured hit rate 2% over 40 requests, 39,360 prompt tokens recomputed" in \
+        by_time["message"]
