@@ -6,9 +6,10 @@ import torch
 from paged_batch import make_paged_batch, max_rel_err
 
 from radixgate.engine.kernels.decode_attention import decode_attention_torch
+from radixgate.engine.kernels.decode_attention import decode_attention_triton as triton_kernel
+from radixgate.engine.kernels.triton_runtime import HAS_TRITON
 
-triton_kernel = pytest.importorskip("triton") and __import__(
-    "radixgate.engine.kernels.decode_attention", fromlist=["decode_attention_triton"]).decode_attention_triton
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 
 KV_LENS = [37, 21, 1, 70]          # crosses 16-token pages; the 1-token request leaves splits empty
 NUM_KV_HEADS = 2
@@ -28,6 +29,7 @@ def _run(device, group, page_size, dtype=torch.float32, kv_dtype=None, head_dim=
     return got, ref
 
 
+@needs_triton
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("group", [1, 4, 7])
 @pytest.mark.parametrize("splits,block_n", [(5, 64), (1, 16)])
@@ -39,6 +41,7 @@ def test_decode_matches_reference_float32(device, group, page_size, splits, bloc
     assert err <= 1e-5
 
 
+@needs_triton
 @pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_decode_dequantizes_fp8_like_reference(device, kv_dtype):
     got, ref = _run(device, group=4, page_size=16, kv_dtype=kv_dtype, num_kv_splits=3)
@@ -47,6 +50,7 @@ def test_decode_dequantizes_fp8_like_reference(device, kv_dtype):
     assert err <= 1e-5
 
 
+@needs_triton
 def test_decode_bfloat16_non_power_of_two_head_dim(device):
     got, ref = _run(device, group=4, page_size=16, dtype=torch.bfloat16, head_dim=24, num_kv_splits=2)
     err = max_rel_err(got, ref)
@@ -54,6 +58,7 @@ def test_decode_bfloat16_non_power_of_two_head_dim(device):
     assert err <= 2e-2
 
 
+@needs_triton
 def test_decode_default_splits_and_empty_batch(device):
     got, ref = _run(device, group=1, page_size=1)
     err = max_rel_err(got, ref)

@@ -7,9 +7,10 @@ from paged_batch import make_paged_batch, max_rel_err
 
 from radixgate.engine.kernels.decode_attention import decode_attention_torch
 from radixgate.engine.kernels.extend_attention import extend_attention_torch
+from radixgate.engine.kernels.extend_attention import extend_attention_triton as triton_kernel
+from radixgate.engine.kernels.triton_runtime import HAS_TRITON
 
-triton_kernel = pytest.importorskip("triton") and __import__(
-    "radixgate.engine.kernels.extend_attention", fromlist=["extend_attention_triton"]).extend_attention_triton
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 
 # Request 1 is request 0's first 16 tokens (a radix hit) plus its own; request 2 has no new tokens.
 KV_LENS = [37, 21, 5, 40]
@@ -36,6 +37,7 @@ def _run(device, group, page_size, dtype=torch.float32, kv_dtype=None, head_dim=
     return got, ref
 
 
+@needs_triton
 @pytest.mark.parametrize("page_size", [1, 16])
 @pytest.mark.parametrize("group", [1, 4, 7])
 @pytest.mark.parametrize("block", [16, 64])
@@ -47,6 +49,7 @@ def test_extend_matches_reference_float32(device, group, page_size, block):
     assert err <= 1e-5
 
 
+@needs_triton
 @pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_extend_dequantizes_fp8_like_reference(device, kv_dtype):
     got, ref = _run(device, group=4, page_size=16, kv_dtype=kv_dtype, block_m=16, block_n=16)
@@ -55,6 +58,7 @@ def test_extend_dequantizes_fp8_like_reference(device, kv_dtype):
     assert err <= 1e-5
 
 
+@needs_triton
 def test_extend_bfloat16_non_power_of_two_head_dim(device):
     got, ref = _run(device, group=7, page_size=1, dtype=torch.bfloat16, head_dim=24, block_m=16, block_n=32)
     err = max_rel_err(got, ref)

@@ -4,9 +4,10 @@ import torch
 
 from radixgate.engine.kernels.fp8 import SCALE_HEADROOM, quantize_fp8, scale_from_amax
 from radixgate.engine.kernels.store_kv import store_kv_torch
+from radixgate.engine.kernels.store_kv import store_kv_triton as triton_kernel
+from radixgate.engine.kernels.triton_runtime import HAS_TRITON
 
-triton_kernel = pytest.importorskip("triton") and __import__(
-    "radixgate.engine.kernels.store_kv", fromlist=["store_kv_triton"]).store_kv_triton
+needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 
 NUM_SLOTS, NUM_KV_HEADS, HEAD_DIM = 48, 3, 24
 
@@ -21,6 +22,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
         torch.equal(a.float().isnan(), b.float().isnan())
 
 
+@needs_triton
 @pytest.mark.parametrize("pool_dtype,scale", [(torch.float32, 1.0), (torch.float8_e4m3fn, 0.37),
                                               (torch.float8_e5m2, 0.37), (torch.float8_e4m3fn, 1.0)])
 def test_store_matches_reference(device, pool_dtype, scale):
@@ -41,6 +43,7 @@ def test_store_matches_reference(device, pool_dtype, scale):
     assert pools[2].float().isnan().sum() == (NUM_SLOTS - num_tokens) * NUM_KV_HEADS * HEAD_DIM
 
 
+@needs_triton
 @pytest.mark.parametrize("pool_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_fp8_rounding_at_binade_edges_and_ties(device, pool_dtype):
     """Values that round up into the next power of two, and exact ties (round to even)."""
@@ -55,6 +58,7 @@ def test_fp8_rounding_at_binade_edges_and_ties(device, pool_dtype):
     assert pool_k[0, 0, 0].float() == 128.0
 
 
+@needs_triton
 def test_store_bfloat16_pool(device):
     k = torch.randn((5, NUM_KV_HEADS, HEAD_DIM)).to(torch.bfloat16).to(device)
     slots = torch.tensor([3, 0, 47, 8, 9], device=device)
