@@ -139,7 +139,7 @@ class Evaluator:
         if isinstance(node, ast.Set):
             shape = derive(self.sequence(node.elts, scope), node)
             return with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set literal"))
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
             return self.comprehension(node, scope)
         if isinstance(node, ast.IfExp):  # chosen by the test: as dynamic as all three
             return derive(self.shape(node.test, scope) + self.shape(node.body, scope)
@@ -223,8 +223,10 @@ class Evaluator:
             return derive(self.shape(iterable.func.value, scope), iterable)
         return derive(self.shape(iterable, scope), iterable)
 
-    def comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp,
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp,
                       scope: Scope) -> Shape:
+        """An item of the result, carrying the flaws of every iteration order it went through
+        (a dict built from a set iterates in the set's order)."""
         inner = scope.child()
         flaws: tuple[Flaw, ...] = ()
         for gen in node.generators:
@@ -233,7 +235,8 @@ class Evaluator:
             for target in ast.walk(gen.target):
                 if isinstance(target, ast.Name):
                     inner.values[target.id] = derive(item, target, target.id)
-        shape = derive(self.shape(node.elt, inner), node, None, flaws)
+        item = node.value if isinstance(node, ast.DictComp) else node.elt
+        shape = derive(self.shape(item, inner), node, None, flaws)
         if isinstance(node, ast.SetComp):
             shape = with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set comprehension"))
         return shape

@@ -161,3 +161,12 @@ def test_unsafe_fix_moves_the_dynamic_sentence_after_static_text():
     assert fixes.apply(text, found, unsafe=False) == (text, 0)
     fixed = _fix(source, unsafe=True)
     assert "Today is {datetime.now()}." in fixed and fixed.index("meticulous") < fixed.index("Today")
+
+
+def test_dict_built_from_a_set_iterates_in_hash_order():
+    assert_lints(f'''
+        def build(names, q):
+            specs = {{n: n.upper() for n in set(names)}}
+            system = "Tools: " + ", ".join(specs.values()) + "{LONG}"
+            return [{{"role": "system", "content": system}}, {{"role": "user", "content": q}}]
+        ''', "KV202")
