@@ -28,6 +28,7 @@ class ForwardContext:
     qo_indptr: torch.Tensor       # [B+1] rows of q per request
     kv_indptr: torch.Tensor       # [B+1]
     kv_indices: torch.Tensor      # [total_kv] slots of each request's whole KV, new tokens included
+    max_q_len: int | None = None  # longest new-token run (extend); read from qo_indptr once per step if None
 
 
 class AttentionBackend:
@@ -51,8 +52,10 @@ class AttentionBackend:
         if ctx.is_decode:
             return self.decode_attention(q, k_cache, v_cache, ctx.kv_indptr, ctx.kv_indices, sm_scale,
                                          k_scale, v_scale)
+        if ctx.max_q_len is None:   # one device sync per step, shared by every layer
+            ctx.max_q_len = int((ctx.qo_indptr[1:] - ctx.qo_indptr[:-1]).max()) if ctx.qo_indptr.numel() > 1 else 0
         return self.extend_attention(q, k_cache, v_cache, ctx.qo_indptr, ctx.kv_indptr, ctx.kv_indices,
-                                     sm_scale, k_scale, v_scale)
+                                     sm_scale, k_scale, v_scale, max_q_len=ctx.max_q_len)
 
 
 class TorchBackend(AttentionBackend):

@@ -74,10 +74,12 @@ def _extend_kernel(
 def extend_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
                             sm_scale: float, k_scale: float = 1.0, v_scale: float = 1.0,
-                            out: torch.Tensor | None = None, *, block_m: int = 64, block_n: int = 64,
-                            num_warps: int = 4, num_stages: int = 2) -> torch.Tensor:
-    """Same contract as `extend_attention_torch`. Reads the longest request's length from the
-    device once (a sync, as every prefill step has one)."""
+                            out: torch.Tensor | None = None, *, max_q_len: int | None = None,
+                            block_m: int = 64, block_n: int = 64, num_warps: int = 4,
+                            num_stages: int = 2) -> torch.Tensor:
+    """Same contract as `extend_attention_torch`. Without `max_q_len` (the most new tokens of
+    any request) it reads that from the device and checks every request's KV covers its new
+    tokens: one sync per call, which a caller running many layers avoids by passing it."""
     num_tokens, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[1]
     batch = qo_indptr.numel() - 1
@@ -92,9 +94,12 @@ def extend_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     assert out.shape == q.shape and out.stride(-1) == 1
     if batch == 0 or num_tokens == 0:
         return out
-    q_lens = qo_indptr[1:] - qo_indptr[:-1]
-    max_q_len, min_prefix = torch.stack([q_lens.max(), (kv_indptr[1:] - kv_indptr[:-1] - q_lens).min()]).tolist()
-    assert min_prefix >= 0, "every request's KV must include its new tokens"
+    if max_q_len is None:
+        q_lens = qo_indptr[1:] - qo_indptr[:-1]
+        max_q_len, min_prefix = torch.stack([q_lens.max(), (kv_indptr[1:] - kv_indptr[:-1] - q_lens).min()]).tolist()
+        assert min_prefix >= 0, "every request's KV must include its new tokens"
+    if max_q_len == 0:
+        return out
     dot_dtype, precision = dot_operands(q.dtype, q.device)
     block_d = max(16, next_power_of_2(head_dim))
     grid = (batch, num_heads, -(-max_q_len // block_m))
@@ -113,10 +118,11 @@ def extend_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
 def extend_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
                            sm_scale: float, k_scale: float = 1.0, v_scale: float = 1.0,
-                           out: torch.Tensor | None = None) -> torch.Tensor:
+                           out: torch.Tensor | None = None, *, max_q_len: int | None = None) -> torch.Tensor:
     """q: [num_new_tokens, num_heads, head_dim] -> o: same shape (written into `out` if given).
 
-    K/V are dequantized as cache value * scale."""
+    K/V are dequantized as cache value * scale. `max_q_len` is a launch hint for the Triton
+    version, unused here."""
     out = torch.empty_like(q) if out is None else out
     qo = qo_indptr.tolist()
     kv = kv_indptr.tolist()

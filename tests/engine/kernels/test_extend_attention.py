@@ -52,7 +52,8 @@ def test_extend_matches_reference_float32(device, group, page_size, block):
 @needs_triton
 @pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_extend_dequantizes_fp8_like_reference(device, kv_dtype):
-    got, ref = _run(device, group=4, page_size=16, kv_dtype=kv_dtype, block_m=16, block_n=16)
+    got, ref = _run(device, group=4, page_size=16, kv_dtype=kv_dtype, block_m=16, block_n=16,
+                    max_q_len=max(Q_LENS))     # the hint the engine passes, saving a sync per layer
     err = max_rel_err(got, ref)
     print(f"max rel err {err:.2e}")   # shown by pytest -rP
     assert err <= 1e-5
