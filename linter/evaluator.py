@@ -126,9 +126,9 @@ class Evaluator:
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             # `uuid.uuid4().hex[:8]`, `now.hour`, `row["text"]`: what the base is, the part is.
             base = node.value
-            if not isinstance(base, ast.Name) or base.id in scope.values:
+            if not isinstance(base, ast.Name) or base.id in scope.values or base.id in scope.lists:
                 inner = self.shape(base, scope)
-                if any(p.kind is not Kind.UNKNOWN for p in inner):
+                if any(p.kind is not Kind.UNKNOWN or p.flaws for p in inner):
                     return derive(inner, node)
             label = dotted(node)
             return self.by_name(label, node) if label else unknown(node)

@@ -170,3 +170,15 @@ def test_dict_built_from_a_set_iterates_in_hash_order():
             system = "Tools: " + ", ".join(specs.values()) + "{LONG}"
             return [{{"role": "system", "content": system}}, {{"role": "user", "content": q}}]
         ''', "KV202")
+
+
+def test_a_slice_of_shuffled_examples_is_still_shuffled():
+    assert_lints(f'''
+        import random
+
+        def build(pool, q):
+            examples = [p["text"] for p in pool]
+            random.shuffle(examples)
+            prompt = "Examples:\\n" + "\\n".join(examples[:8]) + "\\n{LONG}\\n" + q
+            return [{{"role": "user", "content": prompt}}]
+        ''', "KV203")
