@@ -100,8 +100,10 @@ def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Ite
             raise ToolFailure(f"{raw}: no such file or directory")
 
 
-def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -> list[Violation]:
-    """Lint one file, applying fixes when asked; the violations that remain."""
+def lint_file(path: Path, settings: Settings, apply_fixes: bool,
+              unsafe: bool) -> tuple[list[Violation], int]:
+    """Lint one file, applying fixes when asked; the violations that remain and how many
+    were fixed."""
     from .checker import ParseFailure, check
 
     try:
@@ -109,6 +111,7 @@ def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -
     except (OSError, UnicodeDecodeError) as exc:
         raise ToolFailure(f"{path}: cannot read: {exc}") from None
     filename = path.as_posix()
+    count = 0
     try:
         found = fixes.attach(source, *check(source, filename, settings))
         if apply_fixes and any(v.fix for v in found):
@@ -121,10 +124,10 @@ def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -
     except RecursionError:  # a limit of the analysis, not a fault of the file: say so, go on
         print(f"promptlint: warning: {path}: skipped, expressions nested too deeply to analyze",
               file=sys.stderr)
-        return []
+        return [], 0
     except Exception as exc:  # a promptlint bug: name the file so it can be reported
         raise ToolFailure(f"{path}: internal error: {type(exc).__name__}: {exc}") from None
-    return found
+    return found, count
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,9 +144,13 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     files = list(iter_files(args.paths or ["."], settings, args.force_exclude))
     violations: list[Violation] = []
+    fixed = 0
     for path in files:
-        fixing = args.fix or args.unsafe_fixes
-        violations.extend(lint_file(path, settings, fixing, args.unsafe_fixes))
+        found, count = lint_file(path, settings, args.fix or args.unsafe_fixes, args.unsafe_fixes)
+        violations.extend(found)
+        fixed += count
+    if fixed:
+        print(f"Fixed {fixed} error{'s' if fixed != 1 else ''}.", file=sys.stderr)
     if args.stats:
         from . import stats
 

@@ -39,8 +39,8 @@ def attach(source: str, violations: list[Violation],
             elif node is not None and v.code in (UnorderedIteration.code, DirectoryOrder.code):
                 fix = _wrap_sorted(node, parent, lines)
             elif v.code == DynamicBeforeStatic.code:
-                fstring = next((n for n, _ in reversed(path) if isinstance(n, ast.JoinedStr)),
-                               None)
+                fstring = next((n for n, _ in path if isinstance(n, ast.JoinedStr)
+                                and _holds(n, (v.row, v.col))), None)
                 if fstring is not None:
                     fix = _move_head(fstring, (v.row, v.col), lines)
         out.append(v._replace(fix=fix) if fix else v)
@@ -107,6 +107,12 @@ def _wrap_sorted(node: ast.AST, parent: ast.AST | None, lines: list[str]) -> Fix
     return Fix("Wrap in `sorted(...)`", "safe",
                (Edit(node.lineno, start, node.lineno, start, "sorted("),
                 Edit(node.end_lineno, end, node.end_lineno, end, ")")))
+
+
+def _holds(fstring: ast.JoinedStr, where: tuple[int, int]) -> bool:
+    """Whether one of the f-string's own placeholders starts at `where` (1-based column)."""
+    return any(isinstance(v, ast.FormattedValue)
+               and (v.value.lineno, v.value.col_offset + 1) == where for v in fstring.values)
 
 
 def _move_head(fstring: ast.JoinedStr, where: tuple[int, int], lines: list[str]) -> Fix | None:

@@ -46,11 +46,13 @@ def _describe(part: Part) -> str:
 def check_site(site: Site, min_static_chars: int) -> list[Finding]:
     flat = [(part, i, seg.role) for i, seg in enumerate(site.segments) for part in seg.shape]
     findings: list[Finding] = []
+    reported: set[tuple[str, str]] = set()  # one finding per value and rule in a prompt
     for index, (part, seg, role) in enumerate(flat):
         rest = flat[index + 1:]
         if part.is_dynamic and (site.confidence == "high" or part.change >= Change.PER_SESSION):
             finding = _dynamic(part, seg, role, rest, min_static_chars, site.confidence)
-            if finding is not None:
+            if finding is not None and (finding.code, part.label) not in reported:
+                reported.add((finding.code, part.label))
                 findings.append(finding)
         for flaw in part.flaws:
             in_prefix = role in ("tools", "system") or _cacheable_after(rest, min_static_chars)

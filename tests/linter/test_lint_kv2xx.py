@@ -182,3 +182,14 @@ def test_a_slice_of_shuffled_examples_is_still_shuffled():
             prompt = "Examples:\\n" + "\\n".join(examples[:8]) + "\\n{LONG}\\n" + q
             return [{{"role": "user", "content": prompt}}]
         ''', "KV203")
+
+
+def test_unsafe_fix_handles_a_placeholder_with_a_format_spec():
+    fixed = _fix(f'''
+        from datetime import datetime
+
+        def build(q):
+            return [{{"role": "system", "content": f"Today is {{datetime.now():%Y-%m-%d}}. {LONG}"}},
+                    {{"role": "user", "content": q}}]
+        ''', unsafe=True)
+    assert fixed.index("meticulous") < fixed.index("Today is {datetime.now():%Y-%m-%d}.")
