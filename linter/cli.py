@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--statistics", action="store_true", help="print counts per rule")
     p.add_argument("--stats", metavar="URL_OR_FILE",
                    help="the gateway's /v1/prompt_stats (URL) or a saved copy (file)")
+    p.add_argument("--stats-api-key", metavar="KEY", default=os.environ.get("RADIXGATE_API_KEY"),
+                   help="API key for a gateway with tenants (default: $RADIXGATE_API_KEY)")
     p.add_argument("--explain", metavar="CODE", help="show a rule's documentation and exit")
     p.add_argument("--config", metavar="PYPROJECT", help="read settings from this pyproject.toml")
     p.add_argument("--isolated", action="store_true", help="ignore configuration files")
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         from . import stats
 
         try:
-            templates = stats.load(args.stats)
+            templates = stats.load(args.stats, args.stats_api_key)
         except stats.StatsError as exc:
             raise ToolFailure(str(exc)) from None
         violations = stats.apply(violations, templates, [f.as_posix() for f in files],

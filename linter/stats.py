@@ -49,16 +49,24 @@ class TemplateStats(NamedTuple):
         return Measured(self.template, self.requests, self.hit_rate, self.recomputed)
 
 
-def load(where: str, timeout: float = 10.0) -> list[TemplateStats]:
-    """Templates from a URL (the gateway, or its `/v1/prompt_stats`) or a saved JSON file."""
+def stats_url(where: str) -> str:
+    """`http://host:port`, `.../v1` or the full endpoint -> the `/v1/prompt_stats` URL."""
+    url = where.rstrip("/")
+    if url.endswith("/prompt_stats"):
+        return url
+    return url + ("/prompt_stats" if url.endswith("/v1") else "/v1/prompt_stats")
+
+
+def load(where: str, api_key: str | None = None, timeout: float = 10.0) -> list[TemplateStats]:
+    """Templates from a URL (the gateway, or its `/v1/prompt_stats`) or a saved JSON file.
+    With `api_key` (a gateway with tenants), the statistics of that key's tenant."""
     if where.startswith(("http://", "https://")):
         import httpx
 
-        url = where.rstrip("/")
-        if url.count("/") <= 2:  # a bare server address
-            url += "/v1/prompt_stats"
+        url = stats_url(where)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
-            response = httpx.get(url, timeout=timeout)
+            response = httpx.get(url, timeout=timeout, headers=headers)
             response.raise_for_status()
             data = response.json()
         except (httpx.HTTPError, ValueError) as exc:

@@ -105,7 +105,8 @@ def test_live_endpoint_over_http(app, capsys):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            ok = self.path == "/v1/prompt_stats"
+            ok = self.path == "/v1/prompt_stats" and \
+                self.headers.get("Authorization") in (None, "Bearer k1")
             self.send_response(200 if ok else 404)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -121,6 +122,10 @@ def test_live_endpoint_over_http(app, capsys):
         url = f"http://127.0.0.1:{server.server_address[1]}"
         code, out = _json(capsys, ["app", "--stats", url, "--format", "json", "--isolated"])
         assert code == 1 and out[0]["code"] == "KV901"
+        code, out = _json(capsys, ["app", "--stats", url + "/v1", "--stats-api-key", "k1",
+                                   "--format", "json", "--isolated"])
+        assert code == 1 and out[0]["code"] == "KV901"
+        assert cli.main(["app", "--stats", url, "--stats-api-key", "wrong", "--isolated"]) == 2
         assert cli.main(["app", "--stats", url + "/nope", "--isolated"]) == 2
         assert "cannot read statistics" in capsys.readouterr().err
     finally:
