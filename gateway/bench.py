@@ -4,8 +4,9 @@
     python -m radixgate.gateway.bench [--requests 32 --concurrency 8 --max-tokens 32]
 
 Both sides get identical token ids, greedy decoding with `ignore_eos` (so identical output
-lengths), a fresh cache and one warm-up request. The in-process engine is shut down before
-the server starts, so the two never compete for the CPU.
+lengths), a flushed cache and one warm-up request per run. Runs alternate between the sides
+(the idle side waits without using the CPU) and medians are reported, so background load
+hurts both sides alike.
 """
 from __future__ import annotations
 
@@ -66,54 +67,66 @@ async def _drive(prompts: list[list[int]], concurrency: int,
     return Result([r[0] for r in results], sum(r[1] for r in results), wall)
 
 
-def bench_in_process(w: Workload, engine_args: dict[str, Any]) -> tuple[Result, int]:
-    from radixgate.engine import Engine, EngineConfig, SamplingParams
+class InProcess:
+    """The engine called directly, as `Engine.stream` callers do."""
 
-    engine = Engine(EngineConfig(**engine_args))
-    sampling = SamplingParams(max_new_tokens=w.max_tokens, temperature=0.0, ignore_eos=True)
-    prompts = w.prompts(engine.vocab_size)
+    def __init__(self, w: Workload, engine_args: dict[str, Any]) -> None:
+        from radixgate.engine import Engine, EngineConfig, SamplingParams
 
-    async def one(ids: list[int]) -> tuple[float, int]:
-        start, first, count = time.perf_counter(), None, 0
-        async for delta in engine.stream(input_ids=ids, sampling=sampling):
-            if delta.token_ids and first is None:
-                first = time.perf_counter() - start
-            count += len(delta.token_ids)
-        return first or 0.0, count
+        self.engine = Engine(EngineConfig(**engine_args))
+        self.sampling = SamplingParams(max_new_tokens=w.max_tokens, temperature=0.0, ignore_eos=True)
+        self.w = w
 
-    try:
-        engine.flush_cache()
-        return asyncio.run(_drive(prompts, w.concurrency, one)), engine.vocab_size
-    finally:
-        engine.shutdown()
+    def run(self) -> Result:
+        async def one(ids: list[int]) -> tuple[float, int]:
+            start, first, count = time.perf_counter(), None, 0
+            async for delta in self.engine.stream(input_ids=ids, sampling=self.sampling):
+                if delta.token_ids and first is None:
+                    first = time.perf_counter() - start
+                count += len(delta.token_ids)
+            return first or 0.0, count
+
+        self.engine.flush_cache()
+        return asyncio.run(_drive(self.w.prompts(self.engine.vocab_size), self.w.concurrency, one))
 
 
-def bench_gateway(w: Workload, vocab_size: int, server_args: list[str]) -> Result:
-    prompts = w.prompts(vocab_size)
+class ThroughGateway:
+    """The same workload as streaming `/v1/completions` requests over loopback HTTP."""
 
-    async def run(base_url: str) -> Result:
-        limits = httpx.Limits(max_connections=w.concurrency + 1)
-        async with httpx.AsyncClient(base_url=base_url, timeout=300, limits=limits) as http:
-            async def one(ids: list[int]) -> tuple[float, int]:
-                body = {"model": "tiny", "prompt": ids, "max_tokens": w.max_tokens, "temperature": 0,
-                        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
-                start, first, count = time.perf_counter(), None, 0
-                async with http.stream("POST", "/v1/completions", json=body) as response:
-                    response.raise_for_status()
-                    async for line in response.aiter_lines():
-                        if not line.startswith("data: {"):
-                            continue
-                        event = json.loads(line[6:])
-                        if event.get("choices") and event["choices"][0]["text"] and first is None:
-                            first = time.perf_counter() - start
-                        if event.get("usage"):
-                            count = event["usage"]["completion_tokens"]
-                return first or 0.0, count
+    def __init__(self, w: Workload, vocab_size: int, base_url: str) -> None:
+        self.w, self.vocab_size, self.base_url = w, vocab_size, base_url
 
-            return await _drive(prompts, w.concurrency, one)
+    def run(self) -> Result:
+        w = self.w
+        httpx.post(f"{self.base_url}/flush_cache", timeout=60).raise_for_status()
 
-    with ServerProcess(server_args) as server:
-        return asyncio.run(run(server.base_url))
+        async def drive() -> Result:
+            limits = httpx.Limits(max_connections=w.concurrency + 1)
+            async with httpx.AsyncClient(base_url=self.base_url, timeout=300, limits=limits) as http:
+                async def one(ids: list[int]) -> tuple[float, int]:
+                    body = {"model": "tiny", "prompt": ids, "max_tokens": w.max_tokens, "temperature": 0,
+                            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+                    start, first, count = time.perf_counter(), None, 0
+                    async with http.stream("POST", "/v1/completions", json=body) as response:
+                        response.raise_for_status()
+                        async for line in response.aiter_lines():
+                            if not line.startswith("data: {"):
+                                continue
+                            event = json.loads(line[6:])
+                            if event.get("choices") and event["choices"][0]["text"] and first is None:
+                                first = time.perf_counter() - start
+                            if event.get("usage"):
+                                count = event["usage"]["completion_tokens"]
+                    return first or 0.0, count
+
+                return await _drive(w.prompts(self.vocab_size), w.concurrency, one)
+
+        return asyncio.run(drive())
+
+
+def _median(results: list[Result]) -> dict[str, float]:
+    summaries = [r.summary() for r in results]
+    return {key: statistics.median(s[key] for s in summaries) for key in summaries[0]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,20 +137,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-tokens", type=int, default=384, help="prefix every prompt shares (cache hits)")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--max-total-tokens", type=int, default=65536)
+    p.add_argument("--repeat", type=int, default=3, help="alternating runs per side; medians are reported")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = p.parse_args(argv)
     w = Workload(args.requests, args.concurrency, args.prompt_tokens, min(args.shared_tokens, args.prompt_tokens),
                  args.max_tokens)
-    local, vocab = bench_in_process(w, {"max_total_tokens": args.max_total_tokens})
-    remote = bench_gateway(w, vocab, ["--max-total-tokens", str(args.max_total_tokens)])
-    a, b = local.summary(), remote.summary()
+    local = InProcess(w, {"max_total_tokens": args.max_total_tokens})
+    local_runs, gateway_runs = [], []
+    with ServerProcess(["--max-total-tokens", str(args.max_total_tokens)]) as server:
+        remote = ThroughGateway(w, local.engine.vocab_size, server.base_url)
+        for _ in range(args.repeat):  # alternate, so a noisy neighbour hurts both sides alike
+            local_runs.append(local.run())
+            gateway_runs.append(remote.run())
+    local.engine.shutdown()
+    a, b = _median(local_runs), _median(gateway_runs)
     ratios = {"ttft_p50": b["ttft_p50_ms"] / a["ttft_p50_ms"], "ttft_mean": b["ttft_mean_ms"] / a["ttft_mean_ms"],
               "throughput": b["output_tok_per_s"] / a["output_tok_per_s"]}
     if args.json:
         print(json.dumps({"workload": vars(w), "in_process": a, "gateway": b, "gateway_over_in_process": ratios}))
         return 0
     print(f"workload: {w.requests} streaming requests, {w.concurrency} at a time, {w.prompt_tokens} prompt tokens "
-          f"({w.shared_tokens} shared), {w.max_tokens} output tokens each")
+          f"({w.shared_tokens} shared), {w.max_tokens} output tokens each; median of {args.repeat} alternating runs")
     print(f"{'':12}{'TTFT p50':>12}{'TTFT p99':>12}{'TTFT mean':>12}{'output tok/s':>14}")
     for name, s in (("in-process", a), ("gateway", b)):
         print(f"{name:12}{s['ttft_p50_ms']:>10.1f}ms{s['ttft_p99_ms']:>10.1f}ms{s['ttft_mean_ms']:>10.1f}ms"

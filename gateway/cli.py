@@ -98,6 +98,8 @@ def print_urls(host: str, port: int, auth_enabled: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.log_requests:  # asked for explicitly, so shown whatever --log-level says
+        logging.getLogger("radixgate.gateway.requests").setLevel(logging.INFO)
     try:
         config = gateway_config(args, engine_config(args))
     except (ValueError, OSError) as exc:

@@ -60,3 +60,34 @@ class GenerateResponse(BaseModel):
 class FlushCacheResponse(BaseModel):
     success: bool
     message: str
+
+
+class TemplateStatsRow(BaseModel):
+    """One row of `/v1/prompt_stats` (no prompt text)."""
+
+    template: str
+    source: str | None
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    hit_rate: float
+    static_prefix_tokens: int
+    distinct_static_prefixes: int
+    recomputed_static_tokens: int
+
+
+class PromptStatsResponse(BaseModel):
+    templates: list[TemplateStatsRow]
+
+
+class ServerInfo(BaseModel):
+    """`/server_info`: the engine's stats at top level (SGLang's shape) plus gateway settings."""
+
+    model_config = ConfigDict(extra="allow")
+    cache_hit_rate: float
+    token_usage: float
+    max_total_num_tokens: int
+    num_running_reqs: int
+    num_waiting_reqs: int
+    served_model_name: str
+    context_len: int

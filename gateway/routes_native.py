@@ -15,7 +15,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from . import __version__
 from .errors import APIError
 from .generation import Job, collect, run
-from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse
+from .native_schemas import (FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse,
+                             ServerInfo)
 from .openai_schemas import ErrorResponse
 from .prompt_stats import RequestTags, estimate_static_tokens
 from .responses import DONE, ERRORS, sse, sse_response
@@ -126,13 +127,13 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
-@router.get("/server_info", responses=ERRORS)
+@router.get("/server_info", response_model=ServerInfo, responses=ERRORS)
 async def server_info(request: Request) -> dict[str, Any]:
     """Engine and gateway state; top-level `cache_hit_rate` and `token_usage` as in SGLang."""
     return _server_info(request)
 
 
-@router.get("/get_server_info", responses=ERRORS)
+@router.get("/get_server_info", response_model=ServerInfo, responses=ERRORS)
 async def get_server_info(request: Request) -> dict[str, Any]:
     """Alias of `/server_info`, the name older SGLang clients use."""
     return _server_info(request)
@@ -146,7 +147,7 @@ async def metrics(request: Request) -> Response:
     return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
-@router.get("/v1/prompt_stats", responses=ERRORS)
+@router.get("/v1/prompt_stats", response_model=PromptStatsResponse, responses=ERRORS)
 async def prompt_stats(request: Request) -> dict[str, Any]:
     """Per-template hit statistics, no prompt text. With API keys, only the caller's tenant."""
     state = state_of(request)

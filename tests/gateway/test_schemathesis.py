@@ -55,7 +55,7 @@ def _fuzz(operation: Any) -> None:
               suppress_health_check=list(HealthCheck))
     def check(case: schemathesis.Case) -> None:
         _clamp(case.body)
-        response = case.call()
+        response = case.call(timeout=60)
         assert response.status_code < 500, (case.method, case.path, case.body, response.text[:500])
         if response.status_code >= 400 and response.headers.get("content-type", [""])[0].startswith("application/json"):
             body = response.json()
