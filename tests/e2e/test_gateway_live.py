@@ -159,6 +159,21 @@ def test_load_with_disconnects_leaks_nothing(server: ServerProcess) -> None:
     print(f"\nload: 64 streams (16 disconnecting) in {time.monotonic() - start:.1f} s")
 
 
+def test_non_streaming_client_that_leaves_aborts_its_request(server: ServerProcess) -> None:
+    metrics_url = f"{server.base_url}/metrics"
+    before = _metric(requests.get(metrics_url).text, "radixgate:requests_total", endpoint="completions",
+                     outcome="aborted")
+    body = {"model": "tiny", "prompt": "a long answer, please", "max_tokens": 4000, "ignore_eos": True}
+    with pytest.raises(requests.exceptions.ReadTimeout):
+        requests.post(f"{server.base_url}/v1/completions", json=body, timeout=1.0)
+    deadline = time.monotonic() + 10  # 4000 tokens would take far longer than this
+    while _metric(requests.get(metrics_url).text, "radixgate:requests_total", endpoint="completions",
+                  outcome="aborted") == before:
+        assert time.monotonic() < deadline, "the request kept running after its client left"
+        time.sleep(0.1)
+    assert requests.get(f"{server.base_url}/server_info").json()["num_running_reqs"] == 0
+
+
 def test_dashboard_renders_data_in_chromium(server: ServerProcess, tmp_path: Path) -> None:
     from radixgate.gateway.screenshot import MIN_INK, capture, find_chromium, run_workload
 

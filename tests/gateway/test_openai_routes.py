@@ -116,3 +116,13 @@ def test_served_model_name(make_client) -> None:
     assert c.get("/v1/models").json()["data"][0]["id"] == "my-model"
     r = c.post("/v1/completions", json={"model": "my-model", "prompt": "alias", "max_tokens": 1})
     assert r.status_code == 200 and r.json()["model"] == "my-model"
+
+
+def test_chat_stream_with_n_choices(client: TestClient) -> None:
+    r = client.post("/v1/chat/completions", json={
+        "model": "tiny", "max_tokens": 3, "n": 2, "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "two choices"}]})
+    chunks = _events(r.text)[:-1]
+    finished = sorted(c["choices"][0]["index"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
+    assert finished == [0, 1]
+    assert chunks[-1]["usage"]["completion_tokens"] == 6
