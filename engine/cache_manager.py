@@ -10,22 +10,59 @@ Every pool token is in exactly one place:
 | tree, locked          | cache.protected_size          | the last request holding it releases it     |
 
 Idle (no running request): available + evictable + protected == capacity, nothing locked.
+With HiCache the host and disk tiers keep their own books (see `hicache.py`), checked here too.
+
+A prefix found on host or disk is loaded back at admission into pages the request allocates, as
+if it had computed them (`num_computed` covers them), so the prefill skips them.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from .disk_io import DiskLoad
+from .hicache import HiCache
 from .kv_pool import SlotTable
 from .page_allocator import PageAllocator
 from .radix_cache import RadixCache, TreeNode
 from .request import Req
 
 
+@dataclass
+class PrefixHit:
+    """A request's cached prefix in every tier, locked from `match_and_lock` to `admit` / `unlock`:
+    device slots (ending at `node`), then host slots (ending at `host_node`), then disk blocks."""
+    device_slots: list[int]
+    node: TreeNode | None
+    host_slots: list[int] = field(default_factory=list)
+    host_node: TreeNode | None = None
+    disk: DiskLoad | None = None
+    is_loading: bool = False        # its disk blocks are being read: admit it later
+
+    @property
+    def num_load_tokens(self) -> int:
+        return len(self.host_slots) + (self.disk.num_tokens if self.disk else 0)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.device_slots) + self.num_load_tokens
+
+    def tokens_by_tier(self) -> dict[str, int]:
+        return {"device": len(self.device_slots), "host": len(self.host_slots),
+                "disk": self.disk.num_tokens if self.disk else 0}
+
+
 class CacheManager:
-    def __init__(self, num_pages: int, page_size: int, slot_table: SlotTable, disable_radix_cache: bool):
+    def __init__(self, num_pages: int, page_size: int, slot_table: SlotTable, disable_radix_cache: bool,
+                 hicache: HiCache | None = None):
         self.page_size = page_size
         self.allocator = PageAllocator(num_pages, page_size)
         self.slot_table = slot_table
         self.cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots)
         self.capacity = num_pages * page_size
+        self.hicache = hicache
+        if hicache is not None:
+            assert self.cache is not None, "HiCache needs the radix cache"
+            hicache.attach(self.cache)
 
     def _free_slots(self, slots: list[int]) -> None:
         self.allocator.free(self.allocator.pages_of(slots))
@@ -55,25 +92,64 @@ class CacheManager:
         return -(-own_tokens // self.page_size) - len(req.own_pages)
 
     # ---- request lifecycle --------------------------------------------------------------------
-    def match_and_lock(self, req: Req) -> tuple[list[int], TreeNode | None]:
+    def match_and_lock(self, req: Req) -> PrefixHit:
         """The cached prefix of the request's tokens (all but the last, which must be computed to
-        sample from), locked so that eviction cannot take it."""
+        sample from), locked so that eviction cannot take it. With a disk tier, starts reading the
+        blocks past the in-memory prefix (`is_loading` until they are read)."""
         if self.cache is None:
-            return [], None
-        slots, node = self.cache.match_prefix(req.fill_ids[:-1], req.cache_salt)
-        self.cache.inc_lock_ref(node)
-        return slots, node
+            return PrefixHit([], None)
+        key = req.fill_ids[:-1]
+        m = self.cache.match(key, req.cache_salt)
+        self.cache.inc_lock_ref(m.node)
+        hit = PrefixHit(m.device_slots, m.node)
+        if self.hicache is not None:
+            hit.host_slots, hit.host_node = m.host_slots, m.host_node
+            self.hicache.lock_host(m.host_node)
+            disk = self.hicache.match_disk(req.rid, key, req.cache_salt, hit.num_tokens)
+            hit.is_loading = disk is True
+            hit.disk = disk if isinstance(disk, DiskLoad) else None
+        return hit
 
-    def unlock(self, node: TreeNode | None) -> None:
-        if node is not None:
-            self.cache.dec_lock_ref(node)
+    def unlock(self, hit: PrefixHit) -> None:
+        if hit.node is not None:
+            self.cache.dec_lock_ref(hit.node)
+        if self.hicache is not None:
+            self.hicache.unlock_host(hit.host_node)
 
-    def admit(self, req: Req, prefix_slots: list[int], node: TreeNode | None) -> None:
+    def pages_to_admit(self, hit: PrefixHit, first_chunk: int) -> int:
+        """Pages to allocate at admission: the host/disk part loaded back, then the first chunk."""
+        return hit.num_load_tokens // self.page_size + -(-first_chunk // self.page_size)
+
+    def admit(self, req: Req, hit: PrefixHit) -> None:
+        """Gives the request a row holding its device prefix, then loads its host and disk prefix
+        into pages it allocates (call `ensure_free_pages(pages_to_admit(...))` first)."""
         req.pool_row = self.slot_table.allocate_row()
-        req.last_node = node
-        req.prefix_len = req.num_allocated = req.num_computed = len(prefix_slots)
+        req.last_node = hit.node
+        req.prefix_len = req.num_allocated = req.num_computed = len(hit.device_slots)
         req.own_pages = []
-        self.slot_table.write(req.pool_row, 0, prefix_slots)
+        self.slot_table.write(req.pool_row, 0, hit.device_slots)
+        if self.hicache is None:
+            return
+        num_load = hit.num_load_tokens
+        if num_load:
+            self.allocate(req, num_load)
+            self.hicache.load(self.slot_table.read(req.pool_row, req.prefix_len, req.num_allocated),
+                              hit.host_slots, hit.disk)
+            req.num_computed += num_load
+        self.hicache.unlock_host(hit.host_node)
+        self.hicache.forget(req.rid)
+        if hit.num_tokens:
+            self.hicache.on_hit(hit.node)
+
+    def forget(self, req: Req) -> None:
+        """The request left (finished or aborted): drops any disk read made for it."""
+        if self.hicache is not None:
+            self.hicache.forget(req.rid)
+
+    def wait_for_loads(self, timeout: float) -> None:
+        """Called when nothing could be scheduled: waits for a disk read instead of spinning."""
+        if self.hicache is not None:
+            self.hicache.wait_prefetch(timeout)
 
     def allocate(self, req: Req, num_new_tokens: int) -> None:
         """Gives slots to the next `num_new_tokens` tokens; call ensure_free_pages first."""
@@ -105,6 +181,8 @@ class CacheManager:
         self.cache.dec_lock_ref(req.last_node)
         req.own_pages = req.own_pages[(aligned - req.prefix_len) // ps:]
         req.last_node, req.prefix_len = node, aligned
+        if self.hicache is not None:
+            self.hicache.on_insert(node)
 
     def release(self, req: Req) -> None:
         """Finished, aborted or retracted: computed KV goes to the tree (when on), the rest is freed."""
@@ -118,6 +196,8 @@ class CacheManager:
                 num_dup_pages = (existing - req.prefix_len) // ps
                 self.allocator.free(req.own_pages[:num_dup_pages])
                 num_tree_pages = (aligned - req.prefix_len) // ps
+                if self.hicache is not None:
+                    self.hicache.on_insert(self.cache.match_prefix(req.fill_ids[:aligned], req.cache_salt)[1])
             self.allocator.free(req.own_pages[num_tree_pages:])
             self.cache.dec_lock_ref(req.last_node)
         else:
@@ -139,3 +219,5 @@ class CacheManager:
             locked = [n for n in self.cache.iter_nodes() if n.lock_ref != 0]
             assert not locked, f"{len(locked)} radix nodes still locked while idle"
             assert self.cache.total_size() == self.evictable_tokens, "tree size disagrees with evictable_size"
+        if self.hicache is not None:
+            self.hicache.check_idle_invariant()

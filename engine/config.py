@@ -8,6 +8,7 @@ SCHEDULE_POLICIES = ("lpm", "fcfs")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 PAGE_SIZES = (1, 16, 64)
+HICACHE_WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -46,6 +47,7 @@ class EngineConfig:
     hicache_size: float = 0.0
     hicache_storage_dir: str | None = None
     hicache_write_policy: str = "write_through"
+    hicache_storage_size: float = 16.0     # GB of disk for the disk tier (LRU beyond it)
     # Requests arriving together whose uncached prefixes share at least this many tokens are
     # admitted one at a time so the shared part is computed once (SGLang's in-batch prefix caching).
     in_batch_prefix_threshold: int = 32
@@ -70,8 +72,17 @@ class EngineConfig:
             raise ValueError(f"chunked_prefill_size must be at least page_size ({self.page_size})")
         if self.max_running_requests < 1:
             raise ValueError("max_running_requests must be at least 1")
-        if self.enable_hicache:
-            raise ValueError("enable_hicache is not available yet in this build (HiCache lands in its own issue)")
+        if self.hicache_write_policy not in HICACHE_WRITE_POLICIES:
+            raise ValueError(f"hicache_write_policy must be one of {HICACHE_WRITE_POLICIES}, "
+                             f"got {self.hicache_write_policy!r}")
+        if self.hicache_ratio <= 0 or self.hicache_size < 0 or self.hicache_storage_size <= 0:
+            raise ValueError("hicache_ratio and hicache_storage_size must be > 0 and hicache_size >= 0 (GB; 0 "
+                             f"sizes the host tier by hicache_ratio), got {self.hicache_ratio}, "
+                             f"{self.hicache_storage_size}, {self.hicache_size}")
+        if self.enable_hicache and self.disable_radix_cache:
+            raise ValueError("enable_hicache needs the radix cache: drop disable_radix_cache")
+        if self.hicache_storage_dir is not None and not self.enable_hicache:
+            raise ValueError("hicache_storage_dir is set but enable_hicache is off: enable HiCache to use it")
 
     @property
     def torch_dtype(self):

@@ -15,6 +15,7 @@ import torch
 from .cache_manager import CacheManager
 from .config import EngineConfig, SamplingParams, num_threads
 from .detokenizer import Detokenizer
+from .hicache import build_hicache
 from .kv_pool import KVPool, SlotTable
 from .model_runner import ModelRunner
 from .models.loader import load_model, load_tokenizer, read_config
@@ -49,7 +50,8 @@ class Engine:
         self.pool = KVPool(num_pages * ps, mc.num_layers, mc.num_kv_heads, mc.head_dim, config.kv_torch_dtype,
                            config.device, self.checkpoint_kv_scales)
         self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
-        self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache)
+        self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
+        self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
         self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
 
@@ -294,6 +296,9 @@ class Engine:
             else str(self.pool.dtype).removeprefix("torch."),
             "context_len": self.context_len,
             "disable_radix_cache": self.config.disable_radix_cache,
+            **{f"cache_hit_tokens_{tier}": n for tier, n in sched.hit_tokens_by_tier.items()},
+            "hicache_enabled": self.hicache is not None,
+            **(self.hicache.stats() if self.hicache is not None else {}),
         }
 
     def flush_cache(self) -> bool:
@@ -319,3 +324,5 @@ class Engine:
             self._thread = None
         for rid in list(self._reqs):
             self._abort_now(rid)
+        if self.hicache is not None:
+            self.hicache.close()

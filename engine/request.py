@@ -24,6 +24,8 @@ class GenerateOutput:
     cached_tokens: int
     finish_reason: str          # "stop" | "length" | "abort"
     times: dict[str, float] = field(default_factory=dict)
+    # cached_tokens split by the tier the KV came from: {"device": .., "host": .., "disk": ..}
+    cached_tokens_by_tier: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Req:
         self.num_allocated = 0              # tokens of fill_ids that have a slot
         self.num_computed = 0               # tokens of fill_ids whose KV is in the pool
         self.cached_tokens = 0              # prompt tokens served from cache (reported to the user)
+        self.cached_tokens_by_tier = {"device": 0, "host": 0, "disk": 0}
         self.extend_len = 0                 # tokens this step computes (set by the scheduler)
         self.result: GenerateOutput | None = None
         self.generator: Any = None          # torch.Generator for seeded sampling, made on first use
@@ -86,4 +89,5 @@ class Req:
     def output(self, text: str) -> GenerateOutput:
         return GenerateOutput(rid=self.rid, token_ids=list(self.output_ids), text=text,
                               prompt_tokens=len(self.origin_input_ids), cached_tokens=self.cached_tokens,
-                              finish_reason=self.finish_reason or "abort", times=dict(self.times))
+                              finish_reason=self.finish_reason or "abort", times=dict(self.times),
+                              cached_tokens_by_tier=dict(self.cached_tokens_by_tier))

@@ -34,6 +34,7 @@ class Scheduler:
         self.num_retracted = 0
         self.prefix_cache_queries = 0      # prompt tokens looked up in the cache
         self.prefix_cache_hits = 0         # of those, tokens found
+        self.hit_tokens_by_tier = {"device": 0, "host": 0, "disk": 0}
 
     @property
     def num_running(self) -> int:
@@ -49,6 +50,8 @@ class Scheduler:
         batch = self._prefill_batch()
         if batch is None and self.running:
             batch = self._decode_batch()
+        if batch is None and self.waiting:
+            self.cache.wait_for_loads(timeout=0.01)   # requests waiting for disk reads
         return batch
 
     # ---- prefill ------------------------------------------------------------------------------
@@ -78,22 +81,25 @@ class Scheduler:
             if self.num_running + len(batch) >= cfg.max_running_requests or cm.slot_table.num_free_rows == 0:
                 break
             req = self.waiting.pop(0)
-            slots, node = cm.match_and_lock(req)
-            if self._shares_uncached_prefix(req, len(slots), batch):
-                cm.unlock(node)
+            hit = cm.match_and_lock(req)
+            if hit.is_loading or self._shares_uncached_prefix(req, hit.num_tokens, batch):
+                cm.unlock(hit)
                 deferred.append(req)
                 continue
-            first_chunk = min(req.num_tokens - len(slots), budget, cfg.chunked_prefill_size)
-            if not cm.ensure_free_pages(-(-first_chunk // cm.page_size)):
-                cm.unlock(node)
+            first_chunk = min(req.num_tokens - hit.num_tokens, budget, cfg.chunked_prefill_size)
+            if not cm.ensure_free_pages(cm.pages_to_admit(hit, first_chunk)):
+                cm.unlock(hit)
                 self.waiting.insert(0, req)
                 break
             if "scheduled" not in req.times:   # first admission: count the cache lookup
                 req.times["scheduled"] = time.time()
-                req.cached_tokens = min(len(slots), len(req.origin_input_ids))
+                req.cached_tokens = min(hit.num_tokens, len(req.origin_input_ids))
+                req.cached_tokens_by_tier = hit.tokens_by_tier()
                 self.prefix_cache_queries += len(req.origin_input_ids)
                 self.prefix_cache_hits += req.cached_tokens
-            cm.admit(req, slots, node)
+                for tier, n in req.cached_tokens_by_tier.items():
+                    self.hit_tokens_by_tier[tier] += n
+            cm.admit(req, hit)
             req.status = ReqStatus.RUNNING
             budget -= self._extend(req, budget)
             batch.append(req)
@@ -181,4 +187,5 @@ class Scheduler:
             self.chunked = None
         if req.pool_row is not None:
             self.cache.release(req)
+        self.cache.forget(req)
         req.status = ReqStatus.FINISHED

@@ -1,0 +1,166 @@
+"""HiCache through the engine: the same greedy tokens from every tier, warm restart, disk faults,
+write policies, per-tier accounting."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from radixgate.engine import SamplingParams
+
+GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True)
+POOL = 1024
+
+
+def prompts(n: int, length: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(1000, 50000) for _ in range(length)] for _ in range(n)]
+
+
+def run(engine, ids: list[int], salt: str | None = None):
+    return engine.generate(input_ids=[ids], sampling=GREEDY, cache_salt=salt)[0]
+
+
+def hicache(make_engine, storage=None, **kw):
+    kw.setdefault("max_total_tokens", POOL)
+    return make_engine(enable_hicache=True, hicache_ratio=2.0,
+                       hicache_storage_dir=str(storage) if storage else None, **kw)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """Greedy tokens of PROMPTS computed from scratch, each on an empty cache."""
+    from radixgate.engine import Engine, EngineConfig
+    engine = Engine(EngineConfig(max_total_tokens=POOL, disable_radix_cache=True))
+    try:
+        return [run(engine, p).token_ids for p in PROMPTS]
+    finally:
+        engine.shutdown()
+
+
+PROMPTS = prompts(3, 300)
+
+
+def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_path, reference):
+    engine = hicache(make_engine, tmp_path)
+    p, want = PROMPTS[0], reference[0]
+    first = run(engine, p)
+    assert first.token_ids == want and first.cached_tokens == 0
+
+    device = run(engine, p)
+    assert device.cached_tokens_by_tier == {"device": 299, "host": 0, "disk": 0}
+
+    engine.cache_manager.cache.evict(POOL)              # device -> host (write_through keeps a copy)
+    host = run(engine, p)
+    assert host.cached_tokens_by_tier == {"device": 0, "host": 299, "disk": 0}
+
+    engine.cache_manager.cache.evict(POOL)
+    engine.hicache.evict_host(10 * POOL)                 # host -> gone; the disk still has it
+    disk = run(engine, p)
+    assert disk.cached_tokens_by_tier == {"device": 0, "host": 0, "disk": 256}   # whole 64-token blocks
+
+    # One request served by all three: its head on device, its middle on host, its tail on disk.
+    engine.cache_manager.cache.evict(POOL)
+    engine.hicache.evict_host(10 * POOL)
+    run(engine, p[:129] + [7])                           # re-inserts the first 129 tokens...
+    engine.cache_manager.cache.evict(POOL)               # ...demotes them...
+    run(engine, p[:65] + [7])                            # ...and loads the first 65 back to the device
+    mixed = run(engine, p)
+    assert mixed.cached_tokens_by_tier == {"device": 65, "host": 64, "disk": 127}
+    for out in (first, device, host, disk, mixed):
+        assert out.token_ids == want
+    s = engine.stats()
+    assert s["hicache_loaded_tokens_host"] >= 299 + 64 and s["hicache_loaded_tokens_disk"] >= 256 + 127
+    assert s["cache_hit_tokens_disk"] >= 256 + 127 and s["hicache_disk_read_failures"] == 0
+
+
+def test_fp8_kv_moves_between_tiers_as_bytes(make_engine, tmp_path):
+    engine = hicache(make_engine, tmp_path, kv_cache_dtype="fp8_e4m3")
+    p = PROMPTS[0]
+    first = run(engine, p)                               # calibrates the scales, then writes the disk
+    engine.cache_manager.cache.evict(POOL)
+    host = run(engine, p)
+    engine.cache_manager.cache.evict(POOL)
+    engine.hicache.evict_host(10 * POOL)
+    disk = run(engine, p)
+    assert (host.cached_tokens_by_tier["host"], disk.cached_tokens_by_tier["disk"]) == (299, 256)
+    assert first.token_ids == host.token_ids == disk.token_ids
+
+
+def test_warm_restart_serves_from_disk(make_engine, tmp_path, reference):
+    engine = hicache(make_engine, tmp_path)
+    for p in PROMPTS:
+        run(engine, p)
+    engine.shutdown()                                    # finishes the queued disk writes
+    restarted = hicache(make_engine, tmp_path)
+    out = run(restarted, PROMPTS[1])
+    assert out.cached_tokens == out.cached_tokens_by_tier["disk"] == 256
+    assert out.token_ids == reference[1]
+    assert restarted.stats()["hicache_disk_entries"] == 3 * 4
+
+
+def test_damaged_disk_entries_are_counted_misses(make_engine, tmp_path, reference):
+    engine = hicache(make_engine, tmp_path)
+    for p in PROMPTS:
+        run(engine, p)
+    engine.shutdown()
+    engine = hicache(make_engine, tmp_path)                          # indexes the stored blocks
+    store = engine.hicache.disk
+    keys = [store.block_keys(p[:-1], None) for p in PROMPTS]
+    data = bytearray(open(store.path(keys[0][1]), "rb").read())
+    data[len(data) // 3] ^= 0x40
+    open(store.path(keys[0][1]), "wb").write(bytes(data))            # flipped byte in block 1
+    with open(store.path(keys[1][0]), "r+b") as f:
+        f.truncate(1000)                                              # truncated block 0
+    os.unlink(store.path(keys[2][2]))                                 # missing block 2
+
+    outs = [run(engine, p) for p in PROMPTS]
+    assert [o.cached_tokens_by_tier["disk"] for o in outs] == [64, 0, 128]
+    assert [o.token_ids for o in outs] == reference
+    assert engine.stats()["hicache_disk_read_failures"] == 3
+
+
+def test_tenants_never_share_disk_entries(make_engine, tmp_path, reference):
+    engine = hicache(make_engine, tmp_path)
+    run(engine, PROMPTS[0], salt="tenant-a")
+    engine.shutdown()
+    engine = hicache(make_engine, tmp_path)
+    assert run(engine, PROMPTS[0], salt="tenant-b").cached_tokens == 0
+    assert run(engine, PROMPTS[0], salt="tenant-a").cached_tokens_by_tier["disk"] == 256
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_through_selective", "write_back"])
+def test_write_policies_under_eviction(make_engine, tmp_path, reference, policy):
+    engine = hicache(make_engine, tmp_path, hicache_write_policy=policy, max_total_tokens=512)
+    s = engine.stats
+    run(engine, PROMPTS[0])
+    assert (s()["hicache_backup_tokens_host"] > 0) == (policy == "write_through")
+    run(engine, PROMPTS[0])                               # a hit: selective backs it up now
+    backed = s()["hicache_backup_tokens_host"]
+    assert (backed >= 299) == (policy != "write_back")
+    outs = [run(engine, p) for p in PROMPTS + PROMPTS]    # 512-token device pool: each evicts the last
+    assert [o.token_ids for o in outs] == reference + reference
+    hits = [o.cached_tokens_by_tier["host"] for o in outs[3:]]
+    # Selective drops what was never hit; the others demote everything to the (1024-token) host.
+    assert hits == ([299, 0, 0] if policy == "write_through_selective" else [299, 299, 299])
+    engine.hicache.drain()
+    if policy == "write_back":                            # the disk is written when the host evicts
+        assert s()["hicache_backup_tokens_disk"] == 0
+        engine.cache_manager.cache.evict(POOL)
+        engine.hicache.evict_host(10 * POOL)
+        engine.hicache.drain()
+        assert s()["hicache_backup_tokens_disk"] == 3 * 256
+        assert run(engine, PROMPTS[2]).cached_tokens_by_tier["disk"] == 256
+    else:
+        assert s()["hicache_backup_tokens_disk"] == (256 if policy == "write_through_selective" else 3 * 256)
+
+
+def test_config_is_validated():
+    from radixgate.engine import EngineConfig
+    with pytest.raises(ValueError, match="hicache_write_policy"):
+        EngineConfig(enable_hicache=True, hicache_write_policy="sometimes")
+    with pytest.raises(ValueError, match="radix cache"):
+        EngineConfig(enable_hicache=True, disable_radix_cache=True)
+    with pytest.raises(ValueError, match="hicache_ratio"):
+        EngineConfig(enable_hicache=True, hicache_ratio=0)
