@@ -1,7 +1,7 @@
 """The HiCache benchmark: a multi-turn agent workload whose working set is ~4x the device pool, run
 with the device tier only, with device+host, and with device+host+disk.
 
-    python -m radixgate.engine.hicache_bench [--conversations 8 --turns 6 --hicache-ratio 1.0]
+    python -m radixgate.engine.hicache_bench [--conversations 8 --turns 6 --hicache-ratio 2.0]
 
 Each agent conversation starts with a shared system prompt and its own tool context, then every
 turn appends a tool/user message and the model's reply. Rounds visit the conversations in a
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conversations", type=int, default=8)
     p.add_argument("--turns", type=int, default=6)
     p.add_argument("--device-tokens", type=int, default=None, help="device pool size (default: working set / 4)")
-    p.add_argument("--hicache-ratio", type=float, default=1.0, help="host tier size / device pool size")
+    p.add_argument("--hicache-ratio", type=float, default=2.0, help="host tier size / device pool size")
     p.add_argument("--write-policy", default="write_through")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the figures as JSON instead of a table")

@@ -28,6 +28,9 @@ def hicache(make_engine, storage=None, **kw):
                        hicache_storage_dir=str(storage) if storage else None, **kw)
 
 
+PROMPTS = prompts(3, 300)
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """Greedy tokens of PROMPTS computed from scratch, each on an empty cache."""
@@ -37,9 +40,6 @@ def reference(tmp_path_factory):
         return [run(engine, p).token_ids for p in PROMPTS]
     finally:
         engine.shutdown()
-
-
-PROMPTS = prompts(3, 300)
 
 
 def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_path, reference):
