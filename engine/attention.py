@@ -73,12 +73,28 @@ class TritonBackend(AttentionBackend):
 
 
 def create_backend(name: str, pool: KVPool) -> AttentionBackend:
-    """"auto" is Triton on CUDA (when installed) and torch elsewhere; "torch" and "triton" force one."""
+    """"auto" is Triton on CUDA (when installed and able to read the pool's dtype) and torch
+    elsewhere; "torch" and "triton" force one."""
+    if name not in ("auto", "torch", "triton"):
+        raise ValueError(f"attention_backend must be 'auto', 'torch' or 'triton', got {name!r}")
+    triton_problem = _triton_problem(pool)
     if name == "auto":
-        name = "triton" if pool.device.type == "cuda" and HAS_TRITON else "torch"
-    if name == "torch":
-        return TorchBackend(pool)
+        name = "torch" if triton_problem else "triton"
     if name == "triton":
+        if triton_problem and pool.device.type == "cuda":
+            raise ValueError(f"attention_backend='triton' cannot run here: {triton_problem}")
         require_triton()
         return TritonBackend(pool)
-    raise ValueError(f"attention_backend must be 'auto', 'torch' or 'triton', got {name!r}")
+    return TorchBackend(pool)
+
+
+def _triton_problem(pool: KVPool) -> str | None:
+    """Why "auto" should not pick Triton for this pool, or None."""
+    if pool.device.type != "cuda":
+        return "not a CUDA device"
+    if not HAS_TRITON:
+        return "triton is not installed"
+    if pool.dtype == torch.float8_e4m3fn and torch.cuda.get_device_capability(pool.device) < (8, 9):
+        return ("Triton supports fp8_e4m3 only on compute capability 8.9 and newer (Ada, Hopper); "
+                "use kv_cache_dtype='fp8_e5m2' or attention_backend='torch'")
+    return None

@@ -37,9 +37,11 @@ def _store_kv_kernel(
         x = tl.minimum(tl.maximum(x, -FP8_MAX), FP8_MAX)
         exp = ((x.to(tl.int32, bitcast=True) >> 23) & 0xFF) - 127
         exp = tl.maximum(exp, MIN_NORMAL_EXP)
+        # ulp and 1 / ulp are powers of two built from their bits, so scaling by them is exact.
         ulp = ((exp - MANTISSA_BITS + 127) << 23).to(tl.float32, bitcast=True)
+        inv_ulp = ((127 - (exp - MANTISSA_BITS)) << 23).to(tl.float32, bitcast=True)
         # Adding and removing 1.5 * 2**23 rounds |x / ulp| < 2**22 to an integer, ties to even.
-        x = ((x / ulp + 12582912.0) - 12582912.0) * ulp
+        x = ((x * inv_ulp + 12582912.0) - 12582912.0) * ulp
     tl.store(dst_ptr + slot * stride_n + offs_h[:, None] * stride_dh + offs_d[None, :],
              x.to(dst_ptr.dtype.element_ty), mask=mask)
 
