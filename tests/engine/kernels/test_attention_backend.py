@@ -42,3 +42,18 @@ def test_triton_backend_generates_the_torch_backends_tokens_with_fp8(device):
         tokens[backend] = [o.token_ids for o in first + second]
         engine.shutdown()
     assert tokens["triton"] == tokens["torch"]
+
+
+def test_fp8_e4m3_before_sm89_falls_back_to_torch(monkeypatch):
+    """Triton has no fp8_e4m3 before compute capability 8.9 (compile_check shows it for sm_80)."""
+    from types import SimpleNamespace
+
+    import radixgate.engine.attention as attention
+    monkeypatch.setattr(attention, "HAS_TRITON", True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    a100_pool = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.float8_e4m3fn)
+    assert isinstance(create_backend("auto", a100_pool), TorchBackend)
+    with pytest.raises(ValueError, match="8.9"):
+        create_backend("triton", a100_pool)
+    e5m2_pool = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.float8_e5m2)
+    assert isinstance(create_backend("auto", e5m2_pool), TritonBackend)
