@@ -28,8 +28,8 @@ def _clamp(body: Any) -> None:
             body[key] = MAX_GENERATED_TOKENS
     if isinstance(body.get("n"), int) and body["n"] > 2:
         body["n"] = 2
-    if "max_tokens" not in body and "messages" in body:
-        body["max_tokens"] = MAX_GENERATED_TOKENS
+    if "messages" in body and body.get("max_tokens") is None and body.get("max_completion_tokens") is None:
+        body["max_tokens"] = MAX_GENERATED_TOKENS  # chat's default would be up to 1024 tokens
     sampling = body.get("sampling_params")
     if isinstance(sampling, dict) and isinstance(sampling.get("max_new_tokens"), int):
         sampling["max_new_tokens"] = min(sampling["max_new_tokens"], MAX_GENERATED_TOKENS)
