@@ -75,6 +75,19 @@ def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_pa
     assert s["cache_hit_tokens_disk"] >= 256 + 127 and s["hicache_disk_read_failures"] == 0
 
 
+def test_pages_and_chunked_prefill_load_back_whole_pages(make_engine, tmp_path, reference):
+    engine = hicache(make_engine, tmp_path, page_size=16, chunked_prefill_size=64)
+    p = PROMPTS[2]
+    first = run(engine, p)
+    engine.cache_manager.cache.evict(POOL)
+    host = run(engine, p)
+    engine.cache_manager.cache.evict(POOL)
+    engine.hicache.evict_host(10 * POOL)
+    disk = run(engine, p)
+    assert (host.cached_tokens_by_tier["host"], disk.cached_tokens_by_tier["disk"]) == (288, 256)
+    assert first.token_ids == host.token_ids == disk.token_ids == reference[2]
+
+
 def test_fp8_kv_moves_between_tiers_as_bytes(make_engine, tmp_path):
     engine = hicache(make_engine, tmp_path, kv_cache_dtype="fp8_e4m3")
     p = PROMPTS[0]
