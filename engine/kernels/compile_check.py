@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -57,6 +60,22 @@ def _configs(quick: bool) -> list[tuple[str, Any, dict[str, str], dict[str, Any]
     return out
 
 
+def _resource_usage(cubin: bytes) -> str:
+    """Registers per thread and local (spill) bytes, read by the cuobjdump bundled with Triton."""
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        try:
+            usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True, timeout=60).stdout
+        except OSError:
+            return ""
+    found = dict(re.findall(r"(REG|STACK|LOCAL):(\d+)", usage))
+    return f"regs {found.get('REG', '?'):>3}  stack {found.get('STACK', '?'):>3} B" if found else ""
+
+
 def compile_all(arch: int, quick: bool, num_warps: int = 4, num_stages: int = 2) -> int:
     """Compiles every configuration for sm_`arch`; prints one line each, returns the failures."""
     import triton
@@ -69,11 +88,15 @@ def compile_all(arch: int, quick: bool, num_warps: int = 4, num_stages: int = 2)
         signature = {name: "constexpr" if name in constexprs else
                      types.get(name, "*fp32" if name.endswith("_ptr") else "fp32" if "scale" in name else "i32")
                      for name in kernel.arg_names}
+        # As Triton's launcher specializes them at run time: 16-byte aligned tensors and strides
+        # divisible by 16 (true of the engine's buffers for head_dim 64, 96, 128).
+        attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names)
+                 if signature[name].startswith("*") or signature[name] == "i32"}
         start = time.perf_counter()
         try:
-            compiled = triton.compile(ASTSource(kernel, signature, constexprs), target=target,
+            compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target,
                                       options=dict(num_warps=num_warps, num_stages=num_stages))
-            status = f"ok  shared {compiled.metadata.shared:>6} B"
+            status = f"ok  shared {compiled.metadata.shared:>6} B  {_resource_usage(compiled.asm['cubin'])}"
         except Exception as e:   # report every configuration, then fail once at the end
             failures += 1
             status = f"FAILED {type(e).__name__}: {str(e).strip().splitlines()[-1][:160]}"
