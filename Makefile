@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install serve test bench demo clean
+.PHONY: install browser serve test bench demo clean
 
 install: $(STAMP)
 
@@ -16,10 +16,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# Debian's Chromium for the dashboard's headless-browser test; without root the test is skipped.
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the dashboard screenshot test will skip"
+
 serve: install
 	$(BIN)/radixgate serve $(ARGS)
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest -q $(ARGS)
 
 bench: install

@@ -86,6 +86,8 @@ def ideal_hit_rate(examples_dir: str, num_requests: int) -> float:
 
 
 def run_app(name: str, examples_dir: str, base_url: str, num_requests: int, extra: list[str]) -> float:
+    """Runs one example app from a cold cache (so neither app profits from the other's prefixes)."""
+    httpx.post(base_url.removesuffix("/v1") + "/flush_cache", timeout=30).raise_for_status()
     start = time.perf_counter()
     subprocess.run([sys.executable, os.path.join(examples_dir, name), "--base-url", base_url,
                     "--requests", str(num_requests), *extra], check=True, stdout=subprocess.DEVNULL)
