@@ -298,7 +298,7 @@ class Engine:
             "disable_radix_cache": self.config.disable_radix_cache,
             **{f"cache_hit_tokens_{tier}": n for tier, n in sched.hit_tokens_by_tier.items()},
             "hicache_enabled": self.hicache is not None,
-            **(self.hicache.stats() if self.hicache is not None else {}),
+            **(self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}),
         }
 
     def flush_cache(self) -> bool:

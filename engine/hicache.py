@@ -206,11 +206,12 @@ class HiCache:
         if self.disk_io is not None:
             self.disk_io.check_idle()
 
-    def stats(self) -> dict[str, object]:
+    def stats(self, device_used_tokens: int) -> dict[str, object]:
         """Per-tier figures for `Engine.stats()` (token counters are totals since start)."""
         disk = self.disk_io.disk_store if self.disk_io is not None else None
         return {
             "hicache_write_policy": self.write_policy,
+            "hicache_bytes_used_device": device_used_tokens * self.host.bytes_per_token,
             "hicache_host_capacity_tokens": self.host.capacity,
             "hicache_host_used_tokens": self.tree.host_size,
             "hicache_bytes_used_host": self.tree.host_size * self.host.bytes_per_token,
