@@ -154,7 +154,8 @@ class HiCache:
         if h:
             ks, vs = self.host.read(host_slots)
             idx = torch.tensor(dst_slots[:h], dtype=torch.int64, device=dev)
-            self.device.write(idx, [k.to(dev, non_blocking=True) for k in ks], [v.to(dev, non_blocking=True) for v in vs])
+            # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
+            self.device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
             self.num_host_loaded_tokens += h
         if disk is not None and disk.num_tokens:
             k = torch.cat([b[0] for b in disk.blocks], dim=1)[:, disk.offset:disk.offset + disk.num_tokens]

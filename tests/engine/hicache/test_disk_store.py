@@ -118,11 +118,9 @@ _CRASH_WRITER = textwrap.dedent("""
     store = DiskStore(sys.argv[1], 1 << 20, "fp", 4, torch.float32, (2, 3), 2)
     key = store.block_keys(list(range(4)), None)[0]
     mode = sys.argv[2]
-    real_write = None
     if mode == "before_rename":
         os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)
     else:   # killed halfway through writing the payload
-        import builtins
         real_open = os.fdopen
         class Half:
             def __init__(self, f): self.f, self.n = f, 0
