@@ -246,11 +246,14 @@ class RadixCache:
         self._heap = list(live.values())
         heapq.heapify(self._heap)
 
-    @staticmethod
-    def _is_device_leaf(node: TreeNode) -> bool:
-        """On the device with no child on the device (device nodes form a top subtree)."""
-        return (node.value is not None and node.parent is not None and not node.is_evicted
-                and all(c.value is None for c in node.children.values()))
+    def _is_device_leaf(self, node: TreeNode) -> bool:
+        """On the device with no child on the device (device nodes form a top subtree). Without a
+        host tier every node is on the device, so this is an ordinary leaf test."""
+        if node.value is None or node.parent is None or node.is_evicted:
+            return False
+        if self.demote is None:
+            return not node.children
+        return all(c.value is None for c in node.children.values())
 
     def _is_evictable_leaf(self, node: TreeNode) -> bool:
         return node.lock_ref == 0 and self._is_device_leaf(node)
