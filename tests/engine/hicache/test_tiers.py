@@ -2,8 +2,13 @@
 write policies, per-tier accounting."""
 from __future__ import annotations
 
+import json
 import os
 import random
+import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -134,6 +139,33 @@ def test_damaged_disk_entries_are_counted_misses(make_engine, tmp_path, referenc
     assert [o.cached_tokens_by_tier["disk"] for o in outs] == [64, 0, 128]
     assert [o.token_ids for o in outs] == reference
     assert engine.stats()["hicache_disk_read_failures"] == 3
+
+
+_KILLED_ENGINE = textwrap.dedent("""
+    import json, os, signal, sys
+    from radixgate.engine import Engine, EngineConfig, SamplingParams
+    real_replace, renames = os.replace, []
+    def replace(src, dst):          # the third block's rename never happens: killed in between
+        renames.append(dst)
+        if len(renames) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        real_replace(src, dst)
+    os.replace = replace
+    engine = Engine(EngineConfig(max_total_tokens=1024, enable_hicache=True, hicache_storage_dir=sys.argv[1]))
+    engine.generate(input_ids=[json.loads(sys.argv[2])], sampling=SamplingParams(max_new_tokens=1))
+    engine.shutdown()               # waits for the queued writes
+""")
+
+
+def test_engine_killed_while_writing_to_disk_serves_only_complete_blocks(make_engine, tmp_path, reference):
+    proc = subprocess.run([sys.executable, "-c", _KILLED_ENGINE, str(tmp_path), json.dumps(PROMPTS[0])],
+                          capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    engine = hicache(make_engine, tmp_path)
+    out = run(engine, PROMPTS[0])
+    assert out.cached_tokens_by_tier["disk"] == 128      # blocks 0 and 1; block 2 died in tmp/
+    assert out.token_ids == reference[0]
+    assert engine.stats()["hicache_disk_read_failures"] == 0
 
 
 def test_tenants_never_share_disk_entries(make_engine, tmp_path, reference):
