@@ -296,6 +296,7 @@ class Engine:
             else str(self.pool.dtype).removeprefix("torch."),
             "context_len": self.context_len,
             "disable_radix_cache": self.config.disable_radix_cache,
+            "prefix_cache_hits_by_tier": dict(sched.hit_tokens_by_tier),
             **{f"cache_hit_tokens_{tier}": n for tier, n in sched.hit_tokens_by_tier.items()},
             "hicache_enabled": self.hicache is not None,
             **(self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}),

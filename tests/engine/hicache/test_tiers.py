@@ -78,6 +78,8 @@ def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_pa
     s = engine.stats()
     assert s["hicache_loaded_tokens_host"] >= 299 + 64 and s["hicache_loaded_tokens_disk"] >= 256 + 127
     assert s["cache_hit_tokens_disk"] >= 256 + 127 and s["hicache_disk_read_failures"] == 0
+    assert s["prefix_cache_hits_by_tier"] == {t: s[f"cache_hit_tokens_{t}"] for t in ("device", "host", "disk")}
+    assert sum(s["prefix_cache_hits_by_tier"].values()) == s["prefix_cache_hits"]
     assert s["hicache_bytes_used_device"] == (POOL - s["available_tokens"]) * 2048   # tiny: 2 KiB a token
     assert s["hicache_bytes_used_host"] == s["hicache_host_used_tokens"] * 2048 > 0
 
