@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import struct
 import tempfile
@@ -189,13 +190,12 @@ class DiskStore:
             header = json.loads(body[:header_len])
         except ValueError:
             return None
-        if (header.get("key") != key or header.get("dtype") != _dtype_name(self.dtype)
-                or tuple(header.get("shape", ())) != self.block_shape):
+        if (not isinstance(header, dict) or header.get("key") != key
+                or header.get("dtype") != _dtype_name(self.dtype) or header.get("shape") != list(self.block_shape)):
             return None
         payload = bytearray(body[header_len:])
         half = len(payload) // 2
-        expected = torch.empty(self.block_shape, dtype=self.dtype, device="meta").numel() * \
-            torch.empty((), dtype=self.dtype).element_size()
+        expected = math.prod(self.block_shape) * torch.empty((), dtype=self.dtype).element_size()
         if half != expected or len(payload) != 2 * expected:
             return None
         raw = torch.frombuffer(payload, dtype=torch.uint8)
