@@ -58,7 +58,10 @@ class Scheduler:
     def _order_waiting(self) -> None:
         if self.config.schedule_policy == "lpm" and self.cache.cache is not None and len(self.waiting) > 1:
             cache = self.cache.cache
-            lens = {id(r): len(cache.match_prefix(r.fill_ids[:-1], r.cache_salt)[0]) for r in self.waiting}
+            lens = {}
+            for r in self.waiting:   # a host hit counts too: loading it back beats recomputing
+                m = cache.match(r.fill_ids[:-1], r.cache_salt)
+                lens[id(r)] = len(m.device_slots) + len(m.host_slots)
             self.waiting.sort(key=lambda r: -lens[id(r)])   # stable: arrival order among equals
 
     def _prefill_batch(self) -> Batch | None:
