@@ -65,6 +65,9 @@ class EngineCollector(Collector):
         for key in ("available_tokens", "evictable_tokens", "protected_tokens"):
             if key in s:
                 yield self._gauge(f"radixgate:kv_{key}", f"KV pool accounting: {key.replace('_', ' ')}.", s[key])
+        for key, value in sorted(s.items()):  # HiCache's tier sizes and traffic, when it is on
+            if key.startswith("hicache_") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                yield self._gauge(f"radixgate:{key}", f"HiCache: {key[len('hicache_'):].replace('_', ' ')}.", value)
         yield self._gauge("radixgate:gateway_queued_requests", "Requests admitted by the gateway, no token yet.",
                           self._num_gateway_queued())
         # The names Kubernetes inference gateways (Gateway API Inference Extension, llm-d) scrape.

@@ -59,3 +59,30 @@ def test_each_app_has_its_own_registry(make_client) -> None:
     b = _samples(second.get("/metrics").text)
     assert _value(a, "sglang:time_to_first_token_seconds_count") == 1
     assert _value(b, "sglang:time_to_first_token_seconds_count") == 0
+
+
+def test_tier_hits_with_hicache() -> None:
+    """With a host tier, prefixes evicted from the device pool come back from host memory."""
+    from fastapi.testclient import TestClient
+
+    from radixgate.engine import Engine, EngineConfig
+    from radixgate.gateway.app import create_app
+    from radixgate.gateway.config import GatewayConfig
+    from radixgate.gateway.worker import LocalWorker
+
+    engine = Engine(EngineConfig(max_total_tokens=2048, enable_hicache=True, hicache_ratio=4.0))
+    try:
+        with TestClient(create_app(GatewayConfig(), worker=LocalWorker(engine))) as c:
+            prompts = [f"document {i} " + "filler text " * 300 for i in range(5)]  # 3000 tokens > 2048 on device
+            for prompt in prompts + prompts[:1]:
+                r = c.post("/v1/completions", json={"model": "tiny", "prompt": prompt, "max_tokens": 1})
+                assert r.status_code == 200
+            assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+            samples = _samples(c.get("/metrics").text)
+            tiers = {dict(ls)["tier"]: v for (n, ls), v in samples.items() if n == "radixgate:prefix_cache_tier_hits_total"}
+            assert tiers["host"] > 0
+            assert sum(tiers.values()) == _value(samples, "radixgate:prefix_cache_hits_total")
+            assert _value(samples, "radixgate:hicache_host_used_tokens") > 0
+        engine.check_idle_invariant()
+    finally:
+        engine.shutdown()
