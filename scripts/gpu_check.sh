@@ -34,8 +34,12 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
         "$PY" -m pip install -q --force-reinstall torch triton --index-url https://download.pytorch.org/whl/cu128
     fi
     # Every other dependency of radixgate[dev], minus the torch pin, then radixgate itself without deps.
+    "$PY" -c "import tomllib" 2>/dev/null || "$PY" -m pip install -q tomli   # Python < 3.11
     "$PY" - > "$OUT/requirements.txt" <<'EOF'
-import tomllib
+try:
+    import tomllib
+except ImportError:
+    import tomli as tomllib
 project = tomllib.load(open("pyproject.toml", "rb"))["project"]
 extras = project["optional-dependencies"]
 deps = project["dependencies"] + extras["serve"] + [d for d in extras["dev"] if not d.startswith("radixgate")]
