@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     app = create_app(config)  # loads the model
     print_urls(args.host, sock.getsockname()[1], config.auth_enabled)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5))
+    uvicorn_config = uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(uvicorn_config)
     server.run(sockets=[sock])
     return 0
 

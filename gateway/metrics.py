@@ -46,7 +46,7 @@ class EngineCollector(Collector):
         s = self._stats()
         running, waiting = s.get("num_running_reqs", 0), s.get("num_waiting_reqs", 0)
         usage = s.get("token_usage", 0.0)
-        yield self._gauge("sglang:cache_hit_rate", "Prompt tokens served from cache / prompt tokens queried, since start.",
+        yield self._gauge("sglang:cache_hit_rate", "Prompt tokens served from cache / queried, since start.",
                           s.get("cache_hit_rate", 0.0))
         yield self._gauge("sglang:token_usage", "KV tokens held by running requests / KV capacity.", usage)
         yield self._gauge("sglang:num_running_reqs", "Requests in the running batch.", running)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request
 
 from .errors import APIError
 from .generation import Job, collect, merge, run
-from .openai_schemas import (ChatCompletionRequest, ChatCompletionResponse, CompletionRequest,
+from .openai_schemas import (ChatCompletionRequest, ChatCompletionResponse, ChatMessage, CompletionRequest,
                              CompletionResponse, ModelCard, ModelList, usage)
 from .prompt_stats import RequestTags, estimate_static_tokens
 from .responses import DONE, ERRORS, sse, sse_response
@@ -67,6 +67,16 @@ def _message_text(content: Any) -> str:
     return "".join(texts)
 
 
+def _template_message(message: ChatMessage) -> dict[str, Any]:
+    """What the chat template sees: role and text, plus the tool fields agents send."""
+    out: dict[str, Any] = {"role": message.role, "content": _message_text(message.content)}
+    for key in ("name", "tool_call_id", "tool_calls"):
+        value = getattr(message, key)
+        if value:
+            out[key] = value
+    return out
+
+
 async def _respond(request: Request, state: AppState, jobs: list[Job], stream: bool, include_usage: bool,
                    response_id: str, render_stream: StreamRenderer, render_full: FullRenderer) -> Any:
     """Validate, admit, then stream the jobs or wait for all of them."""
@@ -89,8 +99,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     state = state_of(request)
     state.check_model(body.model)
     _reject_unsupported(body)
-    messages = [{"role": m.role, "content": _message_text(m.content), **({"name": m.name} if m.name else {})}
-                for m in body.messages]
+    messages = [_template_message(m) for m in body.messages]
     text = state.worker.render_chat(messages, body.tools)
     input_ids = state.worker.tokenize(text, add_special_tokens=False)
     tags = RequestTags.from_metadata(body.metadata)
@@ -101,8 +110,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     if max_tokens is None:
         max_tokens = max(1, min(state.worker.context_len - len(input_ids), 1024))
     salt = state.cache_salt(_tenant(request))
-    jobs = [Job("chat", "chat", _tenant(request), tags, _work(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i),
-                static, text) for i in range(body.n)]
+    jobs = [Job("chat", "chat", _tenant(request), tags,
+                _work(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i), static, text)
+            for i in range(body.n)]
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return await _respond(request, state, jobs, body.stream, include_usage, response_id, _chat_stream, _chat_full)
 
@@ -132,10 +142,12 @@ async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, inclu
         async with aclosing(merge([run(state, job) for job in jobs])) as events:
             async for i, delta in events:
                 if delta.text:
-                    yield chunk([{"index": i, "delta": {"content": delta.text}, "logprobs": None, "finish_reason": None}])
+                    yield chunk([{"index": i, "delta": {"content": delta.text}, "logprobs": None,
+                                  "finish_reason": None}])
                 if delta.output is not None:
                     outputs.append(delta.output)
-                    yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": delta.output.finish_reason}])
+                    yield chunk([{"index": i, "delta": {}, "logprobs": None,
+                                  "finish_reason": delta.output.finish_reason}])
     except APIError as exc:
         yield sse(exc.body())
     if include_usage and outputs:
@@ -224,4 +236,5 @@ async def list_models(request: Request) -> dict[str, Any]:
 async def retrieve_model(model: str, request: Request) -> dict[str, Any]:
     state = state_of(request)
     state.check_model(model)
-    return ModelCard(id=state.model_name, created=int(state.started_at), max_model_len=state.worker.context_len).model_dump()
+    card = ModelCard(id=state.model_name, created=int(state.started_at), max_model_len=state.worker.context_len)
+    return card.model_dump()

@@ -51,7 +51,8 @@ class Capture:
         return int(match.group(1)) if match else 0
 
     def chart_points(self) -> dict[str, int]:
-        return {m.group(1): int(m.group(2)) for m in re.finditer(r'<canvas id="([\w-]+)" data-points="(\d+)"', self.dom)}
+        pattern = r'<canvas id="([\w-]+)" data-points="(\d+)"'
+        return {m.group(1): int(m.group(2)) for m in re.finditer(pattern, self.dom)}
 
     @property
     def is_rendered(self) -> bool:

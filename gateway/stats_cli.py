@@ -10,8 +10,8 @@ import httpx
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="radixgate stats", description="Print a radixgate server's per-template "
-                                "hit statistics as JSON, e.g. `radixgate stats --url http://127.0.0.1:30000 > stats.json`.")
+    p = argparse.ArgumentParser(prog="radixgate stats", description="Print a radixgate server's per-template hit "
+                                "statistics as JSON: radixgate stats --url http://127.0.0.1:30000 > stats.json")
     p.add_argument("--url", default="http://127.0.0.1:30000", help="the server's base URL")
     p.add_argument("--api-key", default=os.environ.get("RADIXGATE_API_KEY"),
                    help="bearer key (default: $RADIXGATE_API_KEY)")

@@ -92,7 +92,8 @@ def test_sglang_monitoring_lines(server: ServerProcess) -> None:
         out = subprocess.run(f"{curl} -s {server.base_url}/metrics | grep cache", shell=True, check=True,
                              capture_output=True, text=True).stdout
     else:
-        out = "\n".join(line for line in requests.get(f"{server.base_url}/metrics").text.splitlines() if "cache" in line)
+        lines = requests.get(f"{server.base_url}/metrics").text.splitlines()
+        out = "\n".join(line for line in lines if "cache" in line)
     for name in ("sglang:cache_hit_rate", "radixgate:prefix_cache_hits_total", "radixgate:prefix_cache_queries_total",
                  "vllm:kv_cache_usage_perc"):
         assert name in out

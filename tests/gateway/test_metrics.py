@@ -79,7 +79,8 @@ def test_tier_hits_with_hicache() -> None:
                 assert r.status_code == 200
             assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
             samples = _samples(c.get("/metrics").text)
-            tiers = {dict(ls)["tier"]: v for (n, ls), v in samples.items() if n == "radixgate:prefix_cache_tier_hits_total"}
+            tiers = {dict(ls)["tier"]: v for (n, ls), v in samples.items()
+                     if n == "radixgate:prefix_cache_tier_hits_total"}
             assert tiers["host"] > 0
             assert sum(tiers.values()) == _value(samples, "radixgate:prefix_cache_hits_total")
             assert _value(samples, "radixgate:hicache_host_used_tokens") > 0

@@ -126,3 +126,16 @@ def test_chat_stream_with_n_choices(client: TestClient) -> None:
     finished = sorted(c["choices"][0]["index"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
     assert finished == [0, 1]
     assert chunks[-1]["usage"]["completion_tokens"] == 6
+
+
+def test_agent_messages_with_tools_render(client: TestClient) -> None:
+    tool_call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"x\"}"}}
+    r = client.post("/v1/chat/completions", json={
+        "model": "tiny", "max_tokens": 2,
+        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
+        "messages": [{"role": "user", "content": "find x"},
+                     {"role": "assistant", "content": None, "tool_calls": [tool_call]},
+                     {"role": "tool", "tool_call_id": "call_1", "content": "x is 42"},
+                     {"role": "user", "content": [{"type": "text", "text": "and "}, {"type": "text", "text": "y?"}]}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["usage"]["prompt_tokens"] > 10

@@ -37,7 +37,8 @@ def test_prompt_text_is_logged_only_when_asked(make_client, caplog) -> None:
     with caplog.at_level("INFO", logger="radixgate.gateway.requests"):
         make_client().post("/v1/completions", json={"model": "tiny", "prompt": secret, "max_tokens": 1})
         assert secret not in caplog.text
-        make_client(log_requests=True).post("/v1/completions", json={"model": "tiny", "prompt": secret, "max_tokens": 1})
+        body = {"model": "tiny", "prompt": secret, "max_tokens": 1}
+        make_client(log_requests=True).post("/v1/completions", json=body)
         assert secret in caplog.text
 
 
