@@ -55,7 +55,8 @@ def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCaus
                          f"missing {missing[:5]}, unexpected {unexpected[:5]}")
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
-    model = model.to(dtype=dtype).eval()
+    # assign=True keeps the state dict's tensors (read on the CPU): move them where the model runs.
+    model = model.to(device=device, dtype=dtype).eval()
     model.rotary.inv_freq = rope_inv_freq(config).to(device)   # rope stays float32, as in HF
     return model, kv_scales
 
