@@ -7,6 +7,8 @@ Each agent conversation starts with a shared system prompt and its own tool cont
 turn appends a tool/user message and the model's reply. Rounds visit the conversations in a
 shuffled order, so a conversation comes back after the others have pushed it out of a small
 cache. Requests run one at a time (an agent waits for its reply); TTFT is arrival to first token.
+The three engines live side by side and take the workload's requests in turn, so a machine busy
+with other work slows them alike.
 """
 from __future__ import annotations
 
@@ -38,36 +40,48 @@ class Workload:
         return self.system_tokens + self.conversations * per_conv
 
 
-def run_workload(config: EngineConfig, w: Workload) -> dict:
-    """Runs the workload on a fresh engine; returns hit rate, mean TTFT and per-tier hit tokens."""
+def run_workloads(configs: dict[str, EngineConfig], w: Workload) -> dict[str, dict]:
+    """Runs the workload on a fresh engine per configuration, request by request in turn across
+    the engines (so a busy machine slows them alike); returns, per configuration, the hit rate,
+    mean TTFT and hit tokens per tier."""
     rng = random.Random(w.seed)
     tokens = lambda n: [rng.randrange(1000, 50000) for _ in range(n)]   # noqa: E731
     system = tokens(w.system_tokens)
-    histories = [system + tokens(w.context_tokens) for _ in range(w.conversations)]
+    contexts = [system + tokens(w.context_tokens) for _ in range(w.conversations)]
     messages = [[tokens(w.message_tokens) for _ in range(w.turns)] for _ in range(w.conversations)]
     orders = [rng.sample(range(w.conversations), w.conversations) for _ in range(w.turns)]
     sampling = SamplingParams(max_new_tokens=w.reply_tokens, temperature=0.0, ignore_eos=True)
+    warm_up = tokens(64)
 
-    engine = Engine(config)
+    engines = {}
     try:
-        engine.generate(input_ids=[tokens(64)], sampling=sampling, cache_salt="warm-up")
-        engine.flush_cache()
-        ttfts, prompt_tokens, cached, by_tier = [], 0, 0, {"device": 0, "host": 0, "disk": 0}
+        for name, config in configs.items():
+            engines[name] = engine = Engine(config)
+            engine.generate(input_ids=[warm_up], sampling=sampling, cache_salt="warm-up")
+            engine.flush_cache()
+        histories = {name: list(contexts) for name in configs}
+        figures = {name: {"ttft": [], "prompt": 0, "cached": 0, "by_tier": {"device": 0, "host": 0, "disk": 0}}
+                   for name in configs}
         for turn, order in enumerate(orders):
             for c in order:
-                prompt = histories[c] + messages[c][turn]
-                out = engine.generate(input_ids=[prompt], sampling=sampling)[0]
-                histories[c] = prompt + out.token_ids
-                ttfts.append(out.times["first_token"] - out.times["arrival"])
-                prompt_tokens += out.prompt_tokens
-                cached += out.cached_tokens
-                for tier, n in out.cached_tokens_by_tier.items():
-                    by_tier[tier] += n
-        engine.check_idle_invariant()
-        return {"requests": len(ttfts), "prompt_tokens": prompt_tokens, "hit_rate": cached / prompt_tokens,
-                "mean_ttft_ms": 1000 * statistics.fmean(ttfts), "hit_tokens": by_tier}
+                for name, engine in engines.items():
+                    prompt = histories[name][c] + messages[c][turn]
+                    out = engine.generate(input_ids=[prompt], sampling=sampling)[0]
+                    histories[name][c] = prompt + out.token_ids
+                    f = figures[name]
+                    f["ttft"].append(out.times["first_token"] - out.times["arrival"])
+                    f["prompt"] += out.prompt_tokens
+                    f["cached"] += out.cached_tokens
+                    for tier, n in out.cached_tokens_by_tier.items():
+                        f["by_tier"][tier] += n
+        for engine in engines.values():
+            engine.check_idle_invariant()
     finally:
-        engine.shutdown()
+        for engine in engines.values():
+            engine.shutdown()
+    return {name: {"requests": len(f["ttft"]), "prompt_tokens": f["prompt"], "hit_rate": f["cached"] / f["prompt"],
+                   "mean_ttft_ms": 1000 * statistics.fmean(f["ttft"]), "hit_tokens": f["by_tier"]}
+            for name, f in figures.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     hicache = dict(enable_hicache=True, hicache_ratio=args.hicache_ratio, hicache_write_policy=args.write_policy)
     storage = tempfile.mkdtemp(prefix="radixgate-hicache-bench-")
     try:
-        results = {
-            "device": run_workload(EngineConfig(**base), w),
-            "device+host": run_workload(EngineConfig(**base, **hicache), w),
-            "device+host+disk": run_workload(EngineConfig(**base, **hicache, hicache_storage_dir=storage), w),
-        }
+        results = run_workloads({
+            "device": EngineConfig(**base),
+            "device+host": EngineConfig(**base, **hicache),
+            "device+host+disk": EngineConfig(**base, **hicache, hicache_storage_dir=storage),
+        }, w)
     finally:
         shutil.rmtree(storage, ignore_errors=True)
     ref = results["device"]
