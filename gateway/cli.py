@@ -95,6 +95,20 @@ def print_urls(host: str, port: int, auth_enabled: bool) -> None:
         print(f"  warning: no API keys and listening on {host}: anyone who can reach it can use it", flush=True)
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket for uvicorn; port 0 picks a free one.
+
+    IPPROTO_TCP is given explicitly because asyncio sets TCP_NODELAY on accepted connections
+    only for such sockets; without it, Nagle's algorithm and the client's delayed ACKs hold
+    back the first streamed token of back-to-back keep-alive requests by ~30 ms.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -110,9 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     from .app import create_app
 
     try:
-        sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((args.host, args.port))
+        sock = listen_socket(args.host, args.port)
     except OSError as exc:
         print(f"radixgate serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2

@@ -59,3 +59,29 @@ def test_print_urls(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "http://127.0.0.1:1234/v1" in out and "/metrics" in out and "/dashboard" in out
     assert "warning" in out
+
+
+def test_served_connections_have_nodelay() -> None:
+    """Streamed tokens must not wait for Nagle's algorithm: accepted sockets get TCP_NODELAY."""
+    import asyncio
+
+    async def accepted_nodelay() -> int:
+        seen: dict[str, int] = {}
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen["nodelay"] = writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            writer.close()
+
+        sock = cli.listen_socket("127.0.0.1", 0)
+        server = await asyncio.start_server(handle, sock=sock)
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        for _ in range(100):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return seen["nodelay"]
+
+    assert asyncio.run(accepted_nodelay()) == 1
