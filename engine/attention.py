@@ -12,6 +12,7 @@ from typing import Callable, ClassVar
 
 import torch
 
+from .kernels.cascade_attention import CascadePlan, cascade_decode_attention_torch
 from .kernels.decode_attention import decode_attention_torch, decode_attention_triton
 from .kernels.extend_attention import extend_attention_torch, extend_attention_triton
 from .kernels.store_kv import store_kv_torch, store_kv_triton
@@ -29,6 +30,7 @@ class ForwardContext:
     kv_indptr: torch.Tensor       # [B+1]
     kv_indices: torch.Tensor      # [total_kv] slots of each request's whole KV, new tokens included
     max_q_len: int | None = None  # longest new-token run (extend); read from qo_indptr once per step if None
+    cascade: CascadePlan | None = None   # decode: prefixes shared by several requests, read once
 
 
 class AttentionBackend:
@@ -37,6 +39,7 @@ class AttentionBackend:
     store_kv: ClassVar[Callable[..., None]]
     decode_attention: ClassVar[Callable[..., torch.Tensor]]
     extend_attention: ClassVar[Callable[..., torch.Tensor]]
+    cascade_decode_attention: ClassVar[Callable[..., torch.Tensor] | None] = None
 
     def __init__(self, pool: KVPool):
         self.pool = pool
@@ -49,6 +52,8 @@ class AttentionBackend:
         k_cache, v_cache = pool.k_buffers[layer_id], pool.v_buffers[layer_id]
         k_scale, v_scale = pool.k_scales[layer_id], pool.v_scales[layer_id]
         self.store_kv(k_cache, v_cache, k, v, ctx.out_slots, k_scale, v_scale)
+        if ctx.is_decode and ctx.cascade is not None:
+            return self.cascade_decode_attention(q, k_cache, v_cache, ctx.cascade, sm_scale, k_scale, v_scale)
         if ctx.is_decode:
             return self.decode_attention(q, k_cache, v_cache, ctx.kv_indptr, ctx.kv_indices, sm_scale,
                                          k_scale, v_scale)
@@ -63,6 +68,7 @@ class TorchBackend(AttentionBackend):
     store_kv = staticmethod(store_kv_torch)
     decode_attention = staticmethod(decode_attention_torch)
     extend_attention = staticmethod(extend_attention_torch)
+    cascade_decode_attention = staticmethod(cascade_decode_attention_torch)
 
 
 class TritonBackend(AttentionBackend):

@@ -129,4 +129,5 @@ class SamplingParams:
 
     @property
     def is_greedy(self) -> bool:
-        return self.temperature == 0.0 or self.top_k == 1
+        # Temperatures this small only sharpen to argmax, and dividing by them overflows.
+        return self.temperature < 1e-5 or self.top_k == 1

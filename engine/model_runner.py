@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from .attention import ForwardContext, create_backend
+from .kernels.cascade_attention import plan_cascade
 from .kv_pool import KVPool, SlotTable
 from .models.llama import LlamaForCausalLM
 from .scheduler import Batch
@@ -54,6 +55,8 @@ class ModelRunner:
         sampled = [i for i, (r, s, e) in enumerate(zip(reqs, starts, ext)) if s + e == r.num_tokens]
         sample_indices = qo_indptr[1:][sampled] - 1
         ctx = ForwardContext(self.backend, batch.is_decode, out_slots, qo_indptr, kv_indptr, kv_indices)
+        if batch.is_decode and len(reqs) > 1 and self.backend.cascade_decode_attention is not None:
+            ctx.cascade = plan_cascade([r.last_node for r in reqs], kv_lens.tolist(), table)
         logits = self.model(input_ids, positions, ctx, sample_indices)
         self.num_forward_tokens += int(input_ids.numel())
         return logits, [reqs[i] for i in sampled]

@@ -25,6 +25,8 @@ def _sample_one(logits: torch.Tensor, req: Req) -> int:
         kth = torch.topk(logits, p.top_k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
+    if not torch.isfinite(probs).all():   # a temperature so small that logits overflowed: greedy
+        return int(logits.argmax())
     if p.top_p < 1.0:
         sorted_probs, order = probs.sort(descending=True)
         cum = sorted_probs.cumsum(0)
@@ -34,6 +36,8 @@ def _sample_one(logits: torch.Tensor, req: Req) -> int:
         probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
     if p.min_p > 0.0:
         probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
+    if not probs.sum() > 0:   # filters underflowed to nothing: keep the most likely token
+        return int(logits.argmax())
     generator = None
     if p.seed is not None:
         if getattr(req, "generator", None) is None:

@@ -75,3 +75,12 @@ def test_eos_stops_unless_ignored(engine):
         sched.eos_token_ids = original
     assert stopped.finish_reason == "stop" and stopped.token_ids == greedy[:1]
     assert ignored.token_ids == greedy
+
+
+def test_extreme_temperature_and_top_p_do_not_break_the_engine(engine):
+    greedy = engine.generate(input_ids=PROMPT, sampling=SamplingParams(max_new_tokens=4, temperature=0,
+                                                                       ignore_eos=True))[0].token_ids
+    for p in (SamplingParams(max_new_tokens=4, temperature=1e-300, ignore_eos=True),
+              SamplingParams(max_new_tokens=4, temperature=1e-3, top_p=1e-300, seed=1, ignore_eos=True),
+              SamplingParams(max_new_tokens=4, temperature=50.0, top_p=1e-300, min_p=1.0, seed=1, ignore_eos=True)):
+        assert engine.generate(input_ids=PROMPT, sampling=p)[0].token_ids == greedy
