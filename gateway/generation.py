@@ -117,7 +117,7 @@ def _observe(state: AppState, job: Job, delta: Delta, span: Any, start: float,
         endpoint=job.endpoint, template=job.tags.template, prompt_tokens=out.prompt_tokens,
         completion_tokens=completion_tokens, cached_tokens=out.cached_tokens, recomputed_static=recomputed_static,
         ttft=ttft, e2e=end - start, queue_time=queue_time, token_gaps=gaps)
-    state.prompt_stats.record(job.tenant, job.tags, out.prompt_tokens, out.cached_tokens, job.static_tokens)
+    state.prompt_stats.record(job.tenant, job.tags, out.prompt_tokens, out.cached_tokens, job.static_tokens, ttft)
     state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft)
     state.history.sample(state.worker.stats())
     state.limiter.charge_tokens(job.tenant, completion_tokens)

@@ -74,6 +74,8 @@ class TemplateStatsRow(BaseModel):
     static_prefix_tokens: int
     distinct_static_prefixes: int
     recomputed_static_tokens: int
+    recomputed_tokens: int
+    mean_ttft_ms: float | None
 
 
 class PromptStatsResponse(BaseModel):

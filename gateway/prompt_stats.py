@@ -63,9 +63,15 @@ class TemplateStats:
     recomputed_static_tokens: int = 0
     hashes: set[str] = field(default_factory=set)
     num_hashes_over_cap: int = 0
+    ttft_sum: float = 0.0
+    ttft_count: int = 0
 
-    def add(self, tags: RequestTags, prompt_tokens: int, cached_tokens: int, static_tokens: int) -> None:
+    def add(self, tags: RequestTags, prompt_tokens: int, cached_tokens: int, static_tokens: int,
+            ttft: float | None = None) -> None:
         self.requests += 1
+        if ttft is not None:
+            self.ttft_sum += ttft
+            self.ttft_count += 1
         self.prompt_tokens += prompt_tokens
         self.cached_tokens += cached_tokens
         if tags.source:
@@ -88,6 +94,16 @@ class TemplateStats:
         self.recomputed_static_tokens += other.recomputed_static_tokens
         self.hashes |= other.hashes
         self.num_hashes_over_cap += other.num_hashes_over_cap
+        self.ttft_sum += other.ttft_sum
+        self.ttft_count += other.ttft_count
+
+    @property
+    def waste(self) -> int:
+        """Recomputed static-prefix tokens when the requests said how long their static part is
+        (SDK-tagged); otherwise every recomputed prompt token (untagged or plain-openai apps)."""
+        if self.static_prefix_tokens:
+            return self.recomputed_static_tokens
+        return self.prompt_tokens - self.cached_tokens
 
     def to_json(self) -> dict[str, Any]:
         return {"template": self.template, "source": self.source, "requests": self.requests,
@@ -95,7 +111,9 @@ class TemplateStats:
                 "hit_rate": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else 0.0,
                 "static_prefix_tokens": self.static_prefix_tokens,
                 "distinct_static_prefixes": len(self.hashes) + self.num_hashes_over_cap,
-                "recomputed_static_tokens": self.recomputed_static_tokens}
+                "recomputed_static_tokens": self.recomputed_static_tokens,
+                "recomputed_tokens": self.prompt_tokens - self.cached_tokens,
+                "mean_ttft_ms": round(1000 * self.ttft_sum / self.ttft_count, 2) if self.ttft_count else None}
 
 
 class PromptStats:
@@ -107,17 +125,18 @@ class PromptStats:
         self._lock = threading.Lock()
 
     def record(self, tenant: str, tags: RequestTags, prompt_tokens: int, cached_tokens: int,
-               static_tokens: int) -> None:
+               static_tokens: int, ttft: float | None = None) -> None:
         with self._lock:
             key = (tenant, tags.template)
             if key not in self._stats and len(self._stats) >= self.max_templates:
                 key = (tenant, OTHER)
             if key not in self._stats:
                 self._stats[key] = TemplateStats(template=key[1])
-            self._stats[key].add(tags, prompt_tokens, cached_tokens, static_tokens)
+            self._stats[key].add(tags, prompt_tokens, cached_tokens, static_tokens, ttft)
 
     def snapshot(self, tenant: str | None = None) -> dict[str, Any]:
-        """`{"templates": [...]}` sorted by recomputed static tokens, then requests; one tenant or all."""
+        """`{"templates": [...]}` sorted by waste (recomputed static tokens, or every recomputed token
+        for templates that did not say how long their static part is), then requests."""
         merged: dict[str, TemplateStats] = {}
         with self._lock:
             for (owner, template), stats in self._stats.items():
@@ -125,6 +144,6 @@ class PromptStats:
                     continue
                 into = merged.setdefault(template, TemplateStats(template=template))
                 into.merge(stats)
-        rows = [s.to_json() for s in merged.values()]
-        rows.sort(key=lambda r: (-r["recomputed_static_tokens"], -r["requests"], r["template"]))
+        ordered = sorted(merged.values(), key=lambda s: (-s.waste, -s.requests, s.template))
+        rows = [s.to_json() for s in ordered]
         return {"templates": rows}

@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 from radixgate.gateway.prompt_stats import PromptStats, RequestTags, estimate_static_tokens
 
 FIELDS = {"template", "source", "requests", "prompt_tokens", "cached_tokens", "hit_rate", "static_prefix_tokens",
-          "distinct_static_prefixes", "recomputed_static_tokens"}
+          "distinct_static_prefixes", "recomputed_static_tokens", "recomputed_tokens", "mean_ttft_ms"}
 
 
 def test_aggregation_counts_recomputed_static_tokens() -> None:
@@ -82,3 +82,17 @@ def test_chat_metadata_uses_the_character_ratio(client: TestClient, long_prefix)
         {"role": "system", "content": static}, {"role": "user", "content": "dynamic part " * 20}]})
     row = next(r for r in client.get("/v1/prompt_stats").json()["templates"] if r["template"] == "chat-t")
     assert 0 < row["static_prefix_tokens"] < row["prompt_tokens"]
+
+
+def test_untagged_static_parts_rank_by_all_recomputed_tokens_and_ttft_is_averaged() -> None:
+    stats = PromptStats()
+    sdk = RequestTags("fixed", "app/fixed.py:10", "h", 1000)
+    plain = RequestTags("bad", "app/bad.py:20", None, None)
+    stats.record("t", sdk, prompt_tokens=1200, cached_tokens=1100, static_tokens=1000, ttft=0.010)
+    stats.record("t", sdk, prompt_tokens=1200, cached_tokens=0, static_tokens=1000, ttft=0.030)
+    stats.record("t", plain, prompt_tokens=1300, cached_tokens=0, static_tokens=0, ttft=0.050)
+    rows = stats.snapshot()["templates"]
+    assert [r["template"] for r in rows] == ["bad", "fixed"]   # 1300 recomputed beats 1000 static recomputed
+    fixed = rows[1]
+    assert fixed["recomputed_tokens"] == 1300 and fixed["recomputed_static_tokens"] == 1000
+    assert fixed["mean_ttft_ms"] == 20.0 and rows[0]["mean_ttft_ms"] == 50.0
