@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-path", default="tiny")
     p.add_argument("--keep-serving", action="store_true", help="leave the server running until Ctrl-C")
     p.add_argument("--json", metavar="FILE", help="also write the before/after figures and findings here")
+    p.add_argument("--screenshot", metavar="PNG",
+                   help="also save the dashboard, both apps' templates in its table (needs Debian's chromium)")
     args = p.parse_args(argv)
     for name in APPS.values():
         if not os.path.isfile(os.path.join(args.examples_dir, name)):
@@ -159,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             findings = json.loads(run_promptlint(f.name, paths, "json").stdout or "[]")
             with open(args.json, "w") as out:
                 json.dump({"rows": [r.to_json() for r in rows.values()], "findings": findings}, out, indent=2)
+        if args.screenshot:
+            subprocess.run([sys.executable, "-m", "radixgate.gateway.screenshot", args.screenshot,
+                            "--url", server.root_url, "--no-workload"], check=True, stdout=subprocess.DEVNULL)
+            console.print(f"dashboard screenshot: {args.screenshot}")
         console.print(f"[bold]5.[/] dashboard: {server.root_url}/dashboard")
         if args.keep_serving:
             console.print("serving until Ctrl-C")
