@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import sysconfig
 
 import httpx
 
-from ._callsite import _display_path
+from ._callsite import _display_path, _user_frame
 
 _SKIPPED_DIRS = tuple({os.path.abspath(p) + os.sep for p in (
     os.path.dirname(os.path.abspath(__file__)),
@@ -30,13 +29,7 @@ _SKIPPED_DIRS = tuple({os.path.abspath(p) + os.sep for p in (
 
 def application_frame():
     """The innermost frame outside the SDK, the standard library and installed packages."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_SKIPPED_DIRS) and not frame.f_code.co_filename.startswith("<"):
-            return frame
-        frame = frame.f_back
-    return None
+    return _user_frame(_SKIPPED_DIRS)
 
 
 def _tag(request: httpx.Request) -> httpx.Request:
