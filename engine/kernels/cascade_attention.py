@@ -58,11 +58,16 @@ def cascade_decode_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cac
         op, lsep = _attend(qm, kp, vp, sm_scale, None)
         op = op.reshape(num_kv_heads, m, group, head_dim).permute(1, 0, 2, 3)      # [m, Hkv, G, D]
         lsep = lsep.reshape(num_kv_heads, m, group).permute(1, 0, 2)
-        o_s, lse_s = out[members], lse[members]
-        new_lse = torch.logaddexp(lse_s, lsep)
-        out[members] = o_s * torch.exp(lse_s - new_lse)[..., None] + op * torch.exp(lsep - new_lse)[..., None]
-        lse[members] = new_lse
+        _merge_into(out, lse, members, op, lsep)
     return out.reshape(batch, num_heads, head_dim)
+
+
+def _merge_into(out: torch.Tensor, lse: torch.Tensor, rows: torch.Tensor, o: torch.Tensor,
+                lse_new: torch.Tensor) -> None:
+    """Combines partial attention results over disjoint KV sets: out/lse rows are updated in place."""
+    total = torch.logaddexp(lse[rows], lse_new)
+    out[rows] = out[rows] * torch.exp(lse[rows] - total)[..., None] + o * torch.exp(lse_new - total)[..., None]
+    lse[rows] = total
 
 
 def plan_cascade(prefix_nodes: list, kv_lens: list[int], table_rows: torch.Tensor,
