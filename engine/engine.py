@@ -311,7 +311,15 @@ class Engine:
             return True
         return self._run_in_loop(flush)
 
-    def check_idle_invariant(self) -> None:
+    def check_idle_invariant(self, wait_s: float = 10.0) -> None:
+        """Asserts the pool accounting once the engine is idle. With the loop thread running, waits
+        up to `wait_s` for requests still finishing or being aborted (an abort sent by another
+        thread lands at the loop's next step)."""
+        deadline = time.monotonic() + wait_s
+        while self._thread is not None and not self._run_in_loop(self.scheduler.is_idle):
+            assert time.monotonic() < deadline, f"engine still busy after {wait_s} s"
+            time.sleep(0.01)
+
         def check() -> None:
             assert self.scheduler.is_idle(), "engine is not idle"
             self.cache_manager.check_idle_invariant()
