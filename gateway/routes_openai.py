@@ -124,15 +124,23 @@ def _chat_full(state: AppState, outputs: list[Output], response_id: str) -> dict
             "choices": choices, "usage": _usage_of(outputs)}
 
 
-async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, include_usage: bool) -> AsyncIterator[str]:
+def _chunk_writer(state: AppState, response_id: str, obj: str,
+                  include_usage: bool) -> Callable[..., str]:
+    """One SSE chunk of a streamed response; with `include_usage` every chunk carries `usage`
+    (null until the last), as OpenAI sends it."""
     created, model = int(time.time()), state.model_name
 
     def chunk(choices: list[dict[str, Any]], usage_body: dict[str, Any] | None = None) -> str:
-        body: dict[str, Any] = {"id": response_id, "object": "chat.completion.chunk", "created": created,
-                                "model": model, "choices": choices}
+        body: dict[str, Any] = {"id": response_id, "object": obj, "created": created, "model": model,
+                                "choices": choices}
         if include_usage:
             body["usage"] = usage_body
         return sse(body)
+    return chunk
+
+
+async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, include_usage: bool) -> AsyncIterator[str]:
+    chunk = _chunk_writer(state, response_id, "chat.completion.chunk", include_usage)
 
     for i in range(len(jobs)):
         yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
@@ -200,14 +208,7 @@ def _completion_full(state: AppState, outputs: list[Output], response_id: str) -
 
 async def _completion_stream(state: AppState, jobs: list[Job], response_id: str,
                              include_usage: bool) -> AsyncIterator[str]:
-    created, model = int(time.time()), state.model_name
-
-    def chunk(choices: list[dict[str, Any]], usage_body: dict[str, Any] | None = None) -> str:
-        body: dict[str, Any] = {"id": response_id, "object": "text_completion", "created": created,
-                                "model": model, "choices": choices}
-        if include_usage:
-            body["usage"] = usage_body
-        return sse(body)
+    chunk = _chunk_writer(state, response_id, "text_completion", include_usage)
 
     outputs: list[Output] = []
     try:
