@@ -134,7 +134,7 @@ class Engine:
         return batch is not None
 
     def _after_token(self, req: Req) -> None:
-        if req.on_update is None and not req.sampling.stop_strings:
+        if not req.tracks_text:
             if req.finish_reason is not None:
                 self._finish(req)
             return
@@ -151,8 +151,8 @@ class Engine:
         self.scheduler.remove(req)
         if last_text is None:
             last_text = self.detokenizer.update(req) if req.on_update else ""
-        text = req.text if (req.on_update or req.sampling.stop_strings) else \
-            self.detokenizer.decode(req.output_ids, req.sampling.skip_special_tokens)
+        text = req.text if req.tracks_text else self.detokenizer.decode(req.output_ids,
+                                                                         req.sampling.skip_special_tokens)
         req.times["finished"] = time.time()
         req.result = req.output(text)
         self._reqs.pop(req.rid, None)

@@ -83,8 +83,9 @@ class Req:
         return self.num_tokens - self.num_computed
 
     @property
-    def is_decoding(self) -> bool:
-        return self.num_uncomputed == 1 and bool(self.output_ids)
+    def tracks_text(self) -> bool:
+        """Detokenized as it goes: streamed to a listener, or watched for stop strings."""
+        return self.on_update is not None or bool(self.sampling.stop_strings)
 
     def output(self, text: str) -> GenerateOutput:
         return GenerateOutput(rid=self.rid, token_ids=list(self.output_ids), text=text,
