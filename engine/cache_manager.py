@@ -160,6 +160,14 @@ class CacheManager:
         self.slot_table.write(req.pool_row, req.num_allocated, slots)
         req.num_allocated += num_new_tokens
 
+    def _insert_computed(self, req: Req, aligned: int) -> int:
+        """Inserts the request's first `aligned` tokens and their slots into the tree and frees the
+        request's pages the tree already had (duplicate KV); returns how many tokens it had."""
+        slots = self.slot_table.read(req.pool_row, 0, aligned)
+        existing = self.cache.insert(req.fill_ids[:aligned], slots, req.cache_salt, start=req.last_node)
+        self.allocator.free(req.own_pages[:(existing - req.prefix_len) // self.page_size])
+        return existing
+
     def cache_unfinished(self, req: Req) -> None:
         """After a prefill (or a chunk of one): puts the computed tokens in the tree so that the
         next requests sharing them hit, and re-points the request at the tree's copy."""
@@ -170,10 +178,7 @@ class CacheManager:
         if aligned <= req.prefix_len:
             return
         key = req.fill_ids[:aligned]
-        slots = self.slot_table.read(req.pool_row, 0, aligned)
-        existing = self.cache.insert(key, slots, req.cache_salt, start=req.last_node)
-        num_dup_pages = (existing - req.prefix_len) // ps
-        self.allocator.free(req.own_pages[:num_dup_pages])   # the tree already had this KV
+        existing = self._insert_computed(req, aligned)
         tree_slots, node = self.cache.match_prefix(key, req.cache_salt)
         assert len(tree_slots) == aligned, "a just-inserted prefix must match in full"
         self.slot_table.write(req.pool_row, req.prefix_len, tree_slots[req.prefix_len:existing])
@@ -191,10 +196,7 @@ class CacheManager:
             aligned = req.num_computed - req.num_computed % ps
             num_tree_pages = 0
             if aligned > req.prefix_len:
-                slots = self.slot_table.read(req.pool_row, 0, aligned)
-                existing = self.cache.insert(req.fill_ids[:aligned], slots, req.cache_salt, start=req.last_node)
-                num_dup_pages = (existing - req.prefix_len) // ps
-                self.allocator.free(req.own_pages[:num_dup_pages])
+                self._insert_computed(req, aligned)
                 num_tree_pages = (aligned - req.prefix_len) // ps
                 if self.hicache is not None:
                     self.hicache.on_insert(self.cache.match_prefix(req.fill_ids[:aligned], req.cache_salt)[1])
