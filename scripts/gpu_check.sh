@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU check for radixgate's Triton kernels and FP8 KV cache, on a CUDA machine with nothing but
-# this repository (and network access to PyPI):
-#   1. creates a venv with a CUDA build of torch and triton, installs radixgate into it;
+# this repository:
+#   1. creates a venv with a CUDA build of torch and triton (python3's own, when it has them;
+#      otherwise from PyPI) and installs radixgate into it (from PyPI, or offline from wheels
+#      that scripts/gpu_wheels.sh downloaded beforehand into .whl/);
 #   2. runs the kernel tests on CUDA (compiled kernels, not the interpreter);
 #   3. benchmarks decode attention's achieved bandwidth against a device copy (batch 64 x 4096
 #      tokens, Llama-3.1-8B attention shapes) and extend attention's throughput;
@@ -24,29 +26,39 @@ declare -A STATUS
 
 if [ "${SKIP_INSTALL:-0}" != 1 ]; then
     command -v nvidia-smi >/dev/null && nvidia-smi | tee "$OUT/nvidia-smi.txt"
-    test -x "$PY" || python3 -m venv "$VENV"
-    "$PY" -m pip install -q --upgrade pip
-    # Unpinned on purpose: the project pins torch==2.13.0 for CPU installs; here we want whichever
-    # CUDA build PyPI serves for this machine, and triton to match it.
-    "$PY" -m pip install -q torch triton
-    if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-        echo "torch from the default index has no CUDA here; trying the CUDA 12.8 wheel index"
-        "$PY" -m pip install -q --force-reinstall torch triton --index-url https://download.pytorch.org/whl/cu128
+    if python3 -c "import torch, triton, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+        # A GPU image with a CUDA torch and triton already (often offline): build on them. python3
+        # may itself be a venv, whose packages a nested --system-site-packages venv would not see,
+        # so a .pth file puts python3's site-packages after the new venv's own.
+        echo "using the CUDA torch and triton that python3 already has"
+        if ! test -x "$PY"; then
+            python3 -m venv "$VENV"
+            python3 -c "import site; print('\n'.join(site.getsitepackages()))" \
+                > "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/gpu-image-packages.pth"
+        fi
+    else
+        test -x "$PY" || python3 -m venv "$VENV"
+        "$PY" -m pip install -q --upgrade pip
+        # Unpinned on purpose: the project pins torch==2.13.0 for CPU installs; here we want whichever
+        # CUDA build PyPI serves for this machine, and triton to match it.
+        "$PY" -m pip install -q torch triton
+        if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+            echo "torch from the default index has no CUDA here; trying the CUDA 12.8 wheel index"
+            "$PY" -m pip install -q --force-reinstall torch triton --index-url https://download.pytorch.org/whl/cu128
+        fi
     fi
-    # Every other dependency of radixgate[dev], minus the torch pin, then radixgate itself without deps.
     "$PY" -c "import tomllib" 2>/dev/null || "$PY" -m pip install -q tomli   # Python < 3.11
-    "$PY" - > "$OUT/requirements.txt" <<'EOF'
-try:
-    import tomllib
-except ImportError:
-    import tomli as tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-extras = project["optional-dependencies"]
-deps = project["dependencies"] + extras["serve"] + [d for d in extras["dev"] if not d.startswith("radixgate")]
-print("\n".join(d for d in deps if d.split(";")[0].split("=")[0].split(">")[0].strip() != "torch"))
-EOF
-    "$PY" -m pip install -q -r "$OUT/requirements.txt"
-    "$PY" -m pip install -q --no-deps -e .
+    "$PY" scripts/gpu_requirements.py > "$OUT/requirements.txt"
+    # Requirements already met (by the image's packages, say) stay as they are. Without PyPI, the
+    # rest, and setuptools to build radixgate, come from the wheels scripts/gpu_wheels.sh put in $WHEELS.
+    WHEELS=${WHEELS:-.whl}
+    SOURCE=()
+    if [ -d "$WHEELS" ] && ! "$PY" -m pip download -q --no-deps --retries 0 --timeout 5 -d /tmp/radixgate-probe six >/dev/null 2>&1; then
+        echo "PyPI is out of reach; installing from $WHEELS"
+        SOURCE=(--no-index --find-links "$WHEELS")
+    fi
+    "$PY" -m pip install -q "${SOURCE[@]}" -r "$OUT/requirements.txt"
+    "$PY" -m pip install -q "${SOURCE[@]}" --no-deps -e .
 fi
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, \
 'device', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)" | tee "$OUT/versions.txt"
