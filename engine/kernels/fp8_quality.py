@@ -8,14 +8,23 @@ early disagreement does not derail the rest):
   agreement  fraction of positions where the FP8 engine's argmax is the reference token
   free-run   fraction of the 64 tokens the FP8 engine itself generates greedily that equal the
              reference, position by position (after a first divergence they rarely match again)
-The models: the built-in tiny Llama and a random-weight Qwen2 checkpoint written on first use.
+  top-2 gap  median, over those positions, of the full-precision model's gap between its two
+             largest logits divided by the logits' standard deviation: how decided the model is.
+             A rounding error in K/V moves the logits by a similar amount whatever the gap, so
+             the smaller the gap, the more often it flips the argmax.
+The models: the built-in tiny Llama and a random-weight Qwen2 checkpoint written on first use
+(the default), and `trained`: the tiny model's architecture and tokenizer with weights trained
+for a few minutes on CPU, a stand-in for a real model's confident predictions (built on first use).
 """
 from __future__ import annotations
 
 import argparse
+import glob
+import json
 import os
 import shutil
 import sys
+import sysconfig
 from dataclasses import dataclass
 
 import torch
@@ -41,6 +50,7 @@ class Quality:
     cosine: float
     agreement: float
     free_run: float
+    top2_gap: float
 
 
 def random_qwen2_checkpoint() -> str:
@@ -61,6 +71,67 @@ def random_qwen2_checkpoint() -> str:
             os.rename(tmp, path)
         except OSError:   # another process wrote it first; its checkpoint is identical
             shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+TRAIN_STEPS, TRAIN_BATCH, TRAIN_SEQ_LEN, TRAIN_LR = 400, 4, 256, 3e-3
+TRAIN_FILES = 80   # the first 80 modules of Python's standard library, in name order: ~520k tokens
+
+
+def trained_tiny_checkpoint() -> str:
+    """The tiny model trained with next-token loss on Python's standard library source, from its
+    random weights, for TRAIN_STEPS steps (about 10 minutes on two CPU cores; written once).
+
+    Random-weight models spread their predictions almost evenly over the vocabulary, so FP8
+    rounding decides many near-ties; trained models do not. This one learns enough to lean on
+    its context: scoring with each layer's V rows shuffled across positions changes most of
+    its argmaxes (it changes nearly all of the random models' too)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from radixgate.engine.config import default_model_cache_dir
+    from radixgate.engine.models.tiny import ensure_tiny_checkpoint
+
+    path = os.path.join(default_model_cache_dir(), "fp8-quality-trained-tiny-v1")
+    if os.path.isfile(os.path.join(path, "model.safetensors")):
+        return path
+    source = ensure_tiny_checkpoint()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    files = sorted(glob.glob(os.path.join(sysconfig.get_paths()["stdlib"], "*.py")))[:TRAIN_FILES]
+    text = "".join(open(f, encoding="utf-8", errors="replace").read() for f in files)
+    corpus = torch.tensor(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=TRAIN_LR, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=TRAIN_LR, total_steps=TRAIN_STEPS,
+                                                   pct_start=0.1)
+    losses = []
+    columns = (TextColumn("training the tiny model on the standard library"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("loss {task.fields[loss]:.2f}"), TimeElapsedColumn())
+    with Progress(*columns, transient=True) as progress:
+        task = progress.add_task("train", total=TRAIN_STEPS, loss=float("nan"))
+        for _ in range(TRAIN_STEPS):
+            starts = torch.randint(0, len(corpus) - TRAIN_SEQ_LEN, (TRAIN_BATCH,)).tolist()
+            batch = torch.stack([corpus[s:s + TRAIN_SEQ_LEN] for s in starts])
+            loss = model(input_ids=batch, labels=batch).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            losses.append(loss.item())
+            progress.update(task, advance=1, loss=sum(losses[-20:]) / len(losses[-20:]))
+    tmp = f"{path}.tmp-{os.getpid()}"
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    with open(os.path.join(tmp, "training.json"), "w") as f:
+        json.dump({"steps": TRAIN_STEPS, "batch": TRAIN_BATCH, "seq_len": TRAIN_SEQ_LEN, "lr": TRAIN_LR,
+                   "corpus_tokens": len(corpus), "corpus_files": [os.path.basename(f) for f in files],
+                   "final_loss": sum(losses[-20:]) / len(losses[-20:])}, f, indent=1)
+    try:
+        os.rename(tmp, path)
+    except OSError:   # another process finished first
+        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 
@@ -96,6 +167,9 @@ def measure(model_path: str, kv_cache_dtypes: list[str], prompts: list[str], num
     ref_tokens = [o.token_ids for o in ref_engine.generate(input_ids=prompt_ids, sampling=greedy)]
     ref_logits = [score_logits(ref_engine, p + t, len(p) - 1) for p, t in zip(prompt_ids, ref_tokens)]
     ref_engine.shutdown()
+    ref = torch.cat(ref_logits).float()
+    top2 = ref.topk(2, dim=-1).values
+    top2_gap = float(((top2[:, 0] - top2[:, 1]) / ref.std(dim=-1)).median())
     results = []
     for kv in kv_cache_dtypes:
         engine = make(kv)
@@ -110,26 +184,29 @@ def measure(model_path: str, kv_cache_dtypes: list[str], prompts: list[str], num
         engine.shutdown()
         name = os.path.basename(model_path.rstrip("/"))
         results.append(Quality(name, kv, float(torch.cat(cos).mean()), float(torch.cat(agree).mean()),
-                               sum(free) / len(free)))
+                               sum(free) / len(free), top2_gap))
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["tiny", "qwen2"],
-                        help="'tiny', 'qwen2' (a random-weight Qwen2) or checkpoint folders")
+                        help="'tiny', 'qwen2' (a random-weight Qwen2), 'trained' (the tiny model trained "
+                             "briefly; about 10 minutes the first time) or checkpoint folders")
     parser.add_argument("--kv-cache-dtypes", nargs="+", default=["fp8_e4m3", "fp8_e5m2"])
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--attention-backend", default="torch")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
     args = parser.parse_args(argv)
-    print(f"{'model':<24} {'kv dtype':<10} {'cosine':>9} {'agreement':>10} {'free-run':>9}")
+    print(f"{'model':<30} {'kv dtype':<10} {'cosine':>9} {'agreement':>10} {'free-run':>9} {'top-2 gap':>10}")
+    builders = {"qwen2": random_qwen2_checkpoint, "trained": trained_tiny_checkpoint}
     for model in args.models:
-        path = random_qwen2_checkpoint() if model == "qwen2" else model
+        path = builders[model]() if model in builders else model
         for q in measure(path, args.kv_cache_dtypes, PROMPTS, args.tokens, args.attention_backend,
                          args.device, args.dtype):
-            print(f"{q.model:<24} {q.kv_cache_dtype:<10} {q.cosine:>9.5f} {q.agreement:>10.1%} {q.free_run:>9.1%}")
+            print(f"{q.model:<30} {q.kv_cache_dtype:<10} {q.cosine:>9.6f} {q.agreement:>10.1%} {q.free_run:>9.1%} "
+                  f"{q.top2_gap:>10.2f}")
             sys.stdout.flush()
     return 0
 

@@ -100,3 +100,15 @@ def test_float_pool_ignores_scales():
     pool = KVPool(64, 1, 2, 16, torch.float32, "cpu", {"model.layers.0.self_attn.k_scale": torch.tensor(3.0)})
     pool.calibrate_scales(0, torch.ones(2, 2, 16), torch.ones(2, 2, 16))
     assert pool.k_scales == [1.0] and pool.v_scales == [1.0]
+
+
+def test_quality_command_scores_identical_kv_as_identical_and_fp8_as_different(tiny_path):
+    """The harness behind `python -m radixgate.engine.kernels.fp8_quality`: full-precision KV
+    scored against itself is exact, FP8 KV is close but not exact (so the FP8 path really ran)."""
+    from radixgate.engine.kernels.fp8_quality import PROMPTS, measure
+
+    same, fp8 = measure(tiny_path, ["auto", "fp8_e4m3"], PROMPTS[:2], num_tokens=8)
+    assert (same.cosine, same.agreement, same.free_run) == pytest.approx((1.0, 1.0, 1.0), abs=1e-6)
+    assert 0.99 < fp8.cosine < 1.0 - 1e-6
+    assert 0.0 <= fp8.agreement <= 1.0 and 0.0 <= fp8.free_run <= 1.0
+    assert same.top2_gap == fp8.top2_gap > 0   # a property of the reference logits alone
