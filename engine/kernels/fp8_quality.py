@@ -10,8 +10,8 @@ early disagreement does not derail the rest):
              reference, position by position (after a first divergence they rarely match again)
   top-2 gap  median, over those positions, of the full-precision model's gap between its two
              largest logits divided by the logits' standard deviation: how decided the model is.
-             A rounding error in K/V moves the logits by a similar amount whatever the gap, so
-             the smaller the gap, the more often it flips the argmax.
+             FP8 rounding flips an argmax where it moves the logits by more than this gap, so a
+             small gap together with a low cosine means many flips.
 The models: the built-in tiny Llama and a random-weight Qwen2 checkpoint written on first use
 (the default), and `trained`: the tiny model's architecture and tokenizer with weights trained
 for a few minutes on CPU, a stand-in for a real model's confident predictions (built on first use).
@@ -28,6 +28,8 @@ import sysconfig
 from dataclasses import dataclass
 
 import torch
+
+from .fp8 import SCALE_HEADROOM, fp8_grid
 
 PROMPTS = [
     "The quick brown fox jumps over the lazy dog. Then the dog",
@@ -155,37 +157,100 @@ def score_logits(engine, token_ids: list[int], first: int) -> torch.Tensor:
 
 def measure(model_path: str, kv_cache_dtypes: list[str], prompts: list[str], num_tokens: int,
             attention_backend: str = "torch", device: str = "cpu", dtype: str = "float32") -> list[Quality]:
-    from radixgate.engine import Engine, EngineConfig, SamplingParams
-
-    def make(kv: str) -> Engine:
-        return Engine(EngineConfig(model_path=model_path, kv_cache_dtype=kv, attention_backend=attention_backend,
-                                   device=device, dtype=dtype, max_total_tokens=8192))
-
-    greedy = SamplingParams(max_new_tokens=num_tokens, temperature=0.0, ignore_eos=True)
-    ref_engine = make("auto")
-    prompt_ids = [ref_engine.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-    ref_tokens = [o.token_ids for o in ref_engine.generate(input_ids=prompt_ids, sampling=greedy)]
-    ref_logits = [score_logits(ref_engine, p + t, len(p) - 1) for p, t in zip(prompt_ids, ref_tokens)]
-    ref_engine.shutdown()
+    make = _engine_factory(model_path, attention_backend, device, dtype)
+    prompt_ids, ref_tokens, ref_logits = _reference(make("auto"), prompts, num_tokens)
     ref = torch.cat(ref_logits).float()
     top2 = ref.topk(2, dim=-1).values
     top2_gap = float(((top2[:, 0] - top2[:, 1]) / ref.std(dim=-1)).median())
+    name = os.path.basename(model_path.rstrip("/"))
     results = []
     for kv in kv_cache_dtypes:
         engine = make(kv)
         # The first batch calibrates the FP8 scales, as in serving.
-        own_tokens = [o.token_ids for o in engine.generate(input_ids=prompt_ids, sampling=greedy)]
-        cos, agree, free = [], [], []
-        for p, t, ref, own in zip(prompt_ids, ref_tokens, ref_logits, own_tokens):
-            logits = score_logits(engine, p + t, len(p) - 1)
-            cos.append(torch.nn.functional.cosine_similarity(logits, ref, dim=-1))
-            agree.append((logits.argmax(-1).cpu() == torch.tensor(t)).float())
-            free.append(sum(a == b for a, b in zip(own, t)) / len(t))
+        own_tokens = [o.token_ids for o in engine.generate(input_ids=prompt_ids, sampling=_greedy(num_tokens))]
+        logits = [score_logits(engine, p + t, len(p) - 1) for p, t in zip(prompt_ids, ref_tokens)]
         engine.shutdown()
-        name = os.path.basename(model_path.rstrip("/"))
-        results.append(Quality(name, kv, float(torch.cat(cos).mean()), float(torch.cat(agree).mean()),
-                               sum(free) / len(free), top2_gap))
+        free = [sum(a == b for a, b in zip(own, t)) / len(t) for own, t in zip(own_tokens, ref_tokens)]
+        results.append(Quality(name, kv, *_compare(logits, ref_logits, ref_tokens), sum(free) / len(free), top2_gap))
     return results
+
+
+# Where the error comes from: the full-precision engine with its store step rounding K and/or V
+# before they enter the pool. A scale shared over `dims` maps the largest magnitude there to
+# half of e4m3's range, as the FP8 pool's per-layer scales do.
+E4M3_PER_LAYER, E4M3_PER_HEAD, E4M3_PER_TOKEN = (0, 1, 2), (0, 2), (1, 2)
+ABLATIONS = [
+    ("K, V rounded to bfloat16", "bfloat16", "bfloat16"),
+    ("K to e4m3 (V exact)", E4M3_PER_LAYER, None),
+    ("V to e4m3 (K exact)", None, E4M3_PER_LAYER),
+    ("K, V to e4m3", E4M3_PER_LAYER, E4M3_PER_LAYER),
+    ("K, V to e4m3, a scale per head", E4M3_PER_HEAD, E4M3_PER_HEAD),
+    ("K, V to e4m3, a scale per token", E4M3_PER_TOKEN, E4M3_PER_TOKEN),
+    ("V rows shuffled across positions", None, "shuffle"),
+]
+
+
+def _perturb(x: torch.Tensor, how) -> torch.Tensor:
+    # x: [num_tokens, num_kv_heads, head_dim]
+    if how is None:
+        return x
+    if how == "bfloat16":
+        return x.to(torch.bfloat16).to(x.dtype)
+    if how == "shuffle":
+        return x[torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(0)).to(x.device)]
+    top = fp8_grid(torch.float8_e4m3fn).max_value
+    scale = x.abs().amax(dim=how, keepdim=True).clamp_min(1e-30) * SCALE_HEADROOM / top
+    return (x / scale).to(torch.float8_e4m3fn).to(x.dtype) * scale
+
+
+def measure_ablations(model_path: str, prompts: list[str], num_tokens: int, attention_backend: str = "torch",
+                      device: str = "cpu", dtype: str = "float32") -> list[tuple[str, float, float]]:
+    """(ablation, cosine, agreement) for each of ABLATIONS, against the unperturbed engine."""
+    engine = _engine_factory(model_path, attention_backend, device, dtype)("auto")
+    prompt_ids, ref_tokens, ref_logits = _reference(engine, prompts, num_tokens, shutdown=False)
+    backend, store = engine.runner.backend, engine.runner.backend.store_kv
+    results = []
+    for name, k_how, v_how in ABLATIONS:
+        def perturbed_store(k_cache, v_cache, k, v, *args, k_how=k_how, v_how=v_how):
+            return store(k_cache, v_cache, _perturb(k, k_how), _perturb(v, v_how), *args)
+        backend.store_kv = perturbed_store   # an instance attribute, over the class's kernel
+        logits = [score_logits(engine, p + t, len(p) - 1) for p, t in zip(prompt_ids, ref_tokens)]
+        results.append((name, *_compare(logits, ref_logits, ref_tokens)))
+    del backend.store_kv
+    engine.shutdown()
+    return results
+
+
+def _engine_factory(model_path: str, attention_backend: str, device: str, dtype: str):
+    from radixgate.engine import Engine, EngineConfig
+
+    def make(kv: str) -> Engine:
+        return Engine(EngineConfig(model_path=model_path, kv_cache_dtype=kv, attention_backend=attention_backend,
+                                   device=device, dtype=dtype, max_total_tokens=8192))
+    return make
+
+
+def _greedy(num_tokens: int):
+    from radixgate.engine import SamplingParams
+    return SamplingParams(max_new_tokens=num_tokens, temperature=0.0, ignore_eos=True)
+
+
+def _reference(engine, prompts: list[str], num_tokens: int, shutdown: bool = True):
+    """The prompts' ids, the engine's greedy continuations, and its logits scoring them."""
+    prompt_ids = [engine.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+    tokens = [o.token_ids for o in engine.generate(input_ids=prompt_ids, sampling=_greedy(num_tokens))]
+    logits = [score_logits(engine, p + t, len(p) - 1) for p, t in zip(prompt_ids, tokens)]
+    if shutdown:
+        engine.shutdown()
+    return prompt_ids, tokens, logits
+
+
+def _compare(logits: list[torch.Tensor], ref_logits: list[torch.Tensor], ref_tokens: list[list[int]]):
+    """(mean cosine, top-1 agreement with the reference tokens) over every scored position."""
+    cos = torch.cat([torch.nn.functional.cosine_similarity(a.float(), b.float(), dim=-1)
+                     for a, b in zip(logits, ref_logits)])
+    agree = torch.cat([(a.argmax(-1).cpu() == torch.tensor(t)).float() for a, t in zip(logits, ref_tokens)])
+    return float(cos.mean()), float(agree.mean())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,16 +263,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--attention-backend", default="torch")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--ablations", action="store_true",
+                        help="also show where the error comes from: K or V alone, other scale groupings, "
+                             "bfloat16 rounding, V shuffled (does the model use its context?)")
     args = parser.parse_args(argv)
-    print(f"{'model':<30} {'kv dtype':<10} {'cosine':>9} {'agreement':>10} {'free-run':>9} {'top-2 gap':>10}")
     builders = {"qwen2": random_qwen2_checkpoint, "trained": trained_tiny_checkpoint}
-    for model in args.models:
-        path = builders[model]() if model in builders else model
-        for q in measure(path, args.kv_cache_dtypes, PROMPTS, args.tokens, args.attention_backend,
-                         args.device, args.dtype):
+    paths = [builders[model]() if model in builders else model for model in args.models]
+    run = dict(attention_backend=args.attention_backend, device=args.device, dtype=args.dtype)
+    print(f"{'model':<30} {'kv dtype':<10} {'cosine':>9} {'agreement':>10} {'free-run':>9} {'top-2 gap':>10}")
+    for path in paths:
+        for q in measure(path, args.kv_cache_dtypes, PROMPTS, args.tokens, **run):
             print(f"{q.model:<30} {q.kv_cache_dtype:<10} {q.cosine:>9.6f} {q.agreement:>10.1%} {q.free_run:>9.1%} "
                   f"{q.top2_gap:>10.2f}")
             sys.stdout.flush()
+    if args.ablations:
+        print(f"\n{'model':<30} {'K/V entering a full-precision pool':<36} {'cosine':>9} {'agreement':>10}")
+        for path in paths:
+            for name, cosine, agreement in measure_ablations(path, PROMPTS, args.tokens, **run):
+                print(f"{os.path.basename(path.rstrip('/')):<30} {name:<36} {cosine:>9.6f} {agreement:>10.1%}")
+                sys.stdout.flush()
     return 0
 
 

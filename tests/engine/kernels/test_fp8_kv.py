@@ -112,3 +112,13 @@ def test_quality_command_scores_identical_kv_as_identical_and_fp8_as_different(t
     assert 0.99 < fp8.cosine < 1.0 - 1e-6
     assert 0.0 <= fp8.agreement <= 1.0 and 0.0 <= fp8.free_run <= 1.0
     assert same.top2_gap == fp8.top2_gap > 0   # a property of the reference logits alone
+
+
+def test_quality_ablations_order_the_perturbations_by_size(tiny_path):
+    """`--ablations`: bfloat16 rounding moves the logits less than e4m3 rounding, which moves them
+    far less than scrambling V across positions."""
+    from radixgate.engine.kernels.fp8_quality import PROMPTS, measure_ablations
+
+    cosine = {name: cos for name, cos, _ in measure_ablations(tiny_path, PROMPTS[:2], num_tokens=8)}
+    assert 1.0 > cosine["K, V rounded to bfloat16"] > cosine["K, V to e4m3"] > 0.99
+    assert cosine["V rows shuffled across positions"] < 0.9
