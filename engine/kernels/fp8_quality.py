@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import shutil
+import statistics
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ TRAIN_FILES = 80   # the first 80 modules of Python's standard library, in name 
 
 def trained_tiny_checkpoint() -> str:
     """The tiny model trained with next-token loss on Python's standard library source, from its
-    random weights, for TRAIN_STEPS steps (about 10 minutes on two CPU cores; written once).
+    random weights, for TRAIN_STEPS steps (about 12 minutes on two CPU cores; written once).
 
     Random-weight models spread their predictions almost evenly over the vocabulary, so FP8
     rounding decides many near-ties; trained models do not. This one learns enough to lean on
@@ -122,14 +123,14 @@ def trained_tiny_checkpoint() -> str:
             optimizer.step()
             schedule.step()
             losses.append(loss.item())
-            progress.update(task, advance=1, loss=sum(losses[-20:]) / len(losses[-20:]))
+            progress.update(task, advance=1, loss=statistics.fmean(losses[-20:]))
     tmp = f"{path}.tmp-{os.getpid()}"
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     with open(os.path.join(tmp, "training.json"), "w") as f:
         json.dump({"steps": TRAIN_STEPS, "batch": TRAIN_BATCH, "seq_len": TRAIN_SEQ_LEN, "lr": TRAIN_LR,
                    "corpus_tokens": len(corpus), "corpus_files": [os.path.basename(f) for f in files],
-                   "final_loss": sum(losses[-20:]) / len(losses[-20:])}, f, indent=1)
+                   "final_loss": statistics.fmean(losses[-20:])}, f, indent=1)
     try:
         os.rename(tmp, path)
     except OSError:   # another process finished first
@@ -257,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["tiny", "qwen2"],
                         help="'tiny', 'qwen2' (a random-weight Qwen2), 'trained' (the tiny model trained "
-                             "briefly; about 10 minutes the first time) or checkpoint folders")
+                             "briefly; about 12 minutes the first time) or checkpoint folders")
     parser.add_argument("--kv-cache-dtypes", nargs="+", default=["fp8_e4m3", "fp8_e5m2"])
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--attention-backend", default="torch")
