@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .fp8 import SCALE_HEADROOM, fp8_grid
+from .fp8 import SCALE_HEADROOM, fp8_grid, quantize_fp8
 
 PROMPTS = [
     "The quick brown fox jumps over the lazy dog. Then the dog",
@@ -159,7 +159,9 @@ def score_logits(engine, token_ids: list[int], first: int) -> torch.Tensor:
 def measure(model_path: str, kv_cache_dtypes: list[str], prompts: list[str], num_tokens: int,
             attention_backend: str = "torch", device: str = "cpu", dtype: str = "float32") -> list[Quality]:
     make = _engine_factory(model_path, attention_backend, device, dtype)
-    prompt_ids, ref_tokens, ref_logits = _reference(make("auto"), prompts, num_tokens)
+    ref_engine = make("auto")
+    prompt_ids, ref_tokens, ref_logits = _reference(ref_engine, prompts, num_tokens)
+    ref_engine.shutdown()
     ref = torch.cat(ref_logits).float()
     top2 = ref.topk(2, dim=-1).values
     top2_gap = float(((top2[:, 0] - top2[:, 1]) / ref.std(dim=-1)).median())
@@ -199,16 +201,16 @@ def _perturb(x: torch.Tensor, how) -> torch.Tensor:
         return x.to(torch.bfloat16).to(x.dtype)
     if how == "shuffle":
         return x[torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(0)).to(x.device)]
-    top = fp8_grid(torch.float8_e4m3fn).max_value
-    scale = x.abs().amax(dim=how, keepdim=True).clamp_min(1e-30) * SCALE_HEADROOM / top
-    return (x / scale).to(torch.float8_e4m3fn).to(x.dtype) * scale
+    e4m3 = torch.float8_e4m3fn
+    scale = x.abs().amax(dim=how, keepdim=True).clamp_min(1e-30) * SCALE_HEADROOM / fp8_grid(e4m3).max_value
+    return quantize_fp8(x, e4m3, scale).to(x.dtype) * scale   # the pool's own rounding, finer scales
 
 
 def measure_ablations(model_path: str, prompts: list[str], num_tokens: int, attention_backend: str = "torch",
                       device: str = "cpu", dtype: str = "float32") -> list[tuple[str, float, float]]:
     """(ablation, cosine, agreement) for each of ABLATIONS, against the unperturbed engine."""
     engine = _engine_factory(model_path, attention_backend, device, dtype)("auto")
-    prompt_ids, ref_tokens, ref_logits = _reference(engine, prompts, num_tokens, shutdown=False)
+    prompt_ids, ref_tokens, ref_logits = _reference(engine, prompts, num_tokens)
     backend, store = engine.runner.backend, engine.runner.backend.store_kv
     results = []
     for name, k_how, v_how in ABLATIONS:
@@ -236,13 +238,11 @@ def _greedy(num_tokens: int):
     return SamplingParams(max_new_tokens=num_tokens, temperature=0.0, ignore_eos=True)
 
 
-def _reference(engine, prompts: list[str], num_tokens: int, shutdown: bool = True):
+def _reference(engine, prompts: list[str], num_tokens: int):
     """The prompts' ids, the engine's greedy continuations, and its logits scoring them."""
     prompt_ids = [engine.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
     tokens = [o.token_ids for o in engine.generate(input_ids=prompt_ids, sampling=_greedy(num_tokens))]
     logits = [score_logits(engine, p + t, len(p) - 1) for p, t in zip(prompt_ids, tokens)]
-    if shutdown:
-        engine.shutdown()
     return prompt_ids, tokens, logits
 
 
