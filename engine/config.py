@@ -1,8 +1,9 @@
 """Engine and sampling configuration. Field names follow SGLang's server arguments where one exists."""
+
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 SCHEDULE_POLICIES = ("lpm", "fcfs")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
@@ -47,7 +48,7 @@ class EngineConfig:
     hicache_size: float = 0.0
     hicache_storage_dir: str | None = None
     hicache_write_policy: str = "write_through"
-    hicache_storage_size: float = 16.0     # GB of disk for the disk tier (LRU beyond it)
+    hicache_storage_size: float = 16.0  # GB of disk for the disk tier (LRU beyond it)
     # Requests arriving together whose uncached prefixes share at least this many tokens are
     # admitted one at a time so the shared part is computed once (SGLang's in-batch prefix caching).
     in_batch_prefix_threshold: int = 32
@@ -56,8 +57,9 @@ class EngineConfig:
         if self.page_size not in PAGE_SIZES:
             raise ValueError(f"page_size must be one of {PAGE_SIZES}, got {self.page_size}")
         if self.max_total_tokens is not None and self.max_total_tokens < self.page_size * 4:
-            raise ValueError(f"max_total_tokens={self.max_total_tokens} is too small: give at least "
-                             f"{self.page_size * 4} tokens")
+            raise ValueError(
+                f"max_total_tokens={self.max_total_tokens} is too small: give at least {self.page_size * 4} tokens"
+            )
         if not 0.0 < self.mem_fraction_static < 1.0:
             raise ValueError(f"mem_fraction_static must be in (0, 1), got {self.mem_fraction_static}")
         if self.schedule_policy not in SCHEDULE_POLICIES:
@@ -73,12 +75,15 @@ class EngineConfig:
         if self.max_running_requests < 1:
             raise ValueError("max_running_requests must be at least 1")
         if self.hicache_write_policy not in HICACHE_WRITE_POLICIES:
-            raise ValueError(f"hicache_write_policy must be one of {HICACHE_WRITE_POLICIES}, "
-                             f"got {self.hicache_write_policy!r}")
+            raise ValueError(
+                f"hicache_write_policy must be one of {HICACHE_WRITE_POLICIES}, got {self.hicache_write_policy!r}"
+            )
         if self.hicache_ratio <= 0 or self.hicache_size < 0 or self.hicache_storage_size <= 0:
-            raise ValueError("hicache_ratio and hicache_storage_size must be > 0 and hicache_size >= 0 (GB; 0 "
-                             f"sizes the host tier by hicache_ratio), got {self.hicache_ratio}, "
-                             f"{self.hicache_storage_size}, {self.hicache_size}")
+            raise ValueError(
+                "hicache_ratio and hicache_storage_size must be > 0 and hicache_size >= 0 (GB; 0 "
+                f"sizes the host tier by hicache_ratio), got {self.hicache_ratio}, "
+                f"{self.hicache_storage_size}, {self.hicache_size}"
+            )
         if self.enable_hicache and self.disable_radix_cache:
             raise ValueError("enable_hicache needs the radix cache: drop disable_radix_cache")
         if self.hicache_storage_dir is not None and not self.enable_hicache:
@@ -87,12 +92,14 @@ class EngineConfig:
     @property
     def torch_dtype(self):
         import torch
+
         return getattr(torch, self.dtype)
 
     @property
     def kv_torch_dtype(self):
         """The KV pool's storage dtype: the model dtype for "auto", else the FP8 format named."""
         from .kernels.fp8 import FP8_DTYPES
+
         return FP8_DTYPES.get(self.kv_cache_dtype, self.torch_dtype)
 
 

@@ -1,4 +1,5 @@
 """The engine: requests in, tokens out. One loop: schedule, run, sample, post-process."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,24 +8,26 @@ import os
 import queue
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import torch
 
-from .cache_manager import CacheManager
 from .config import EngineConfig, SamplingParams, num_threads
-from .detokenizer import Detokenizer
-from .hicache import build_hicache
-from .kv_pool import KVPool, SlotTable
-from .model_runner import ModelRunner
+from .hicache.controller import build_hicache
+from .kvcache.kv_pool import KVPool
+from .kvcache.slot_table import SlotTable
+from .model.detokenizer import Detokenizer
+from .model.model_runner import ModelRunner
+from .model.sampler import sample
 from .models.loader import load_model, load_tokenizer, read_config
 from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
-from .request import GenerateOutput, Req, ReqStatus, StreamDelta
-from .sampler import sample
-from .scheduler import Scheduler
+from .scheduler.cache_manager import CacheManager
+from .scheduler.request import GenerateOutput, Req, ReqStatus, StreamDelta
+from .scheduler.scheduler import Scheduler
 
-_CPU_KV_BUDGET_BYTES = 512 << 20   # default pool size on CPU when max_total_tokens is not given
+_CPU_KV_BUDGET_BYTES = 512 << 20  # default pool size on CPU when max_total_tokens is not given
 
 
 class Engine:
@@ -47,8 +50,15 @@ class Engine:
 
         ps = config.page_size
         num_pages = self._capacity_tokens() // ps
-        self.pool = KVPool(num_pages * ps, mc.num_layers, mc.num_kv_heads, mc.head_dim, config.kv_torch_dtype,
-                           config.device, self.checkpoint_kv_scales)
+        self.pool = KVPool(
+            num_pages * ps,
+            mc.num_layers,
+            mc.num_kv_heads,
+            mc.head_dim,
+            config.kv_torch_dtype,
+            config.device,
+            self.checkpoint_kv_scales,
+        )
         self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
@@ -87,17 +97,28 @@ class Engine:
             raise ValueError("the prompt is empty: send at least one token")
         bad = next((t for t in input_ids if not isinstance(t, int) or not 0 <= t < self.vocab_size), None)
         if bad is not None:
-            raise ValueError(f"token id {bad!r} is outside the vocabulary: ids must be integers in "
-                             f"[0, {self.vocab_size})")
+            raise ValueError(
+                f"token id {bad!r} is outside the vocabulary: ids must be integers in [0, {self.vocab_size})"
+            )
         if n >= self.context_len:
-            raise ValueError(f"the prompt has {n} tokens but the model's context window is {self.context_len}: "
-                             f"shorten it by at least {n - self.context_len + 1} tokens")
+            raise ValueError(
+                f"the prompt has {n} tokens but the model's context window is {self.context_len}: "
+                f"shorten it by at least {n - self.context_len + 1} tokens"
+            )
         if n + 1 > self.cache_manager.capacity:
-            raise ValueError(f"the prompt needs {n + 1} KV slots but the pool holds "
-                             f"{self.cache_manager.capacity}: raise max_total_tokens or shorten the prompt")
+            raise ValueError(
+                f"the prompt needs {n + 1} KV slots but the pool holds "
+                f"{self.cache_manager.capacity}: raise max_total_tokens or shorten the prompt"
+            )
 
-    def _make_req(self, input_ids: list[int], sampling: SamplingParams, cache_salt: str | None,
-                  rid: str | None, on_update: Callable[[Req, StreamDelta], None] | None) -> Req:
+    def _make_req(
+        self,
+        input_ids: list[int],
+        sampling: SamplingParams,
+        cache_salt: str | None,
+        rid: str | None,
+        on_update: Callable[[Req, StreamDelta], None] | None,
+    ) -> Req:
         self.validate(input_ids, sampling)
         rid = rid if rid is not None else f"req-{next(self._rid_counter)}"
         if rid in self._reqs:
@@ -124,7 +145,7 @@ class Engine:
         if batch is not None:
             logits, sampled_reqs = self.runner.forward(batch)
             next_ids = sample(logits, sampled_reqs) if sampled_reqs else []
-            self.scheduler.process_result(batch, {id(r): t for r, t in zip(sampled_reqs, next_ids)})
+            self.scheduler.process_result(batch, {id(r): t for r, t in zip(sampled_reqs, next_ids, strict=False)})
             self.num_generation_tokens += len(sampled_reqs)
             for req in sampled_reqs:
                 self._after_token(req)
@@ -143,7 +164,7 @@ class Engine:
             self._finish(req, text)
             return
         if req.on_update is not None:
-            new_ids = req.output_ids[req.num_sent_tokens:]
+            new_ids = req.output_ids[req.num_sent_tokens :]
             req.num_sent_tokens = len(req.output_ids)
             req.on_update(req, StreamDelta(new_ids, text, False))
 
@@ -151,14 +172,15 @@ class Engine:
         self.scheduler.remove(req)
         if last_text is None:
             last_text = self.detokenizer.update(req) if req.on_update else ""
-        text = req.text if req.tracks_text else self.detokenizer.decode(req.output_ids,
-                                                                         req.sampling.skip_special_tokens)
+        text = (
+            req.text if req.tracks_text else self.detokenizer.decode(req.output_ids, req.sampling.skip_special_tokens)
+        )
         req.times["finished"] = time.time()
         req.result = req.output(text)
         self._reqs.pop(req.rid, None)
         self.num_finished_reqs += 1
         if req.on_update is not None:
-            req.on_update(req, StreamDelta(req.output_ids[req.num_sent_tokens:], last_text, True, req.result))
+            req.on_update(req, StreamDelta(req.output_ids[req.num_sent_tokens :], last_text, True, req.result))
 
     def _abort_now(self, rid: str) -> None:
         req = self._reqs.get(rid)
@@ -185,7 +207,7 @@ class Engine:
             _, fn, future = item
             try:
                 future.set_result(fn())
-            except BaseException as e:   # handed to the caller's thread, not swallowed
+            except BaseException as e:  # handed to the caller's thread, not swallowed
                 future.set_exception(e)
 
     def _loop(self) -> None:
@@ -218,12 +240,16 @@ class Engine:
         return future.result(timeout=60)
 
     # ---- public API ---------------------------------------------------------------------------
-    def generate(self, prompts: list[str] | str | None = None, input_ids: list | None = None,
-                 sampling: SamplingParams | list[SamplingParams] | None = None,
-                 cache_salt: str | None = None) -> list[GenerateOutput]:
+    def generate(
+        self,
+        prompts: list[str] | str | None = None,
+        input_ids: list | None = None,
+        sampling: SamplingParams | list[SamplingParams] | None = None,
+        cache_salt: str | None = None,
+    ) -> list[GenerateOutput]:
         ids_list = self._encode_all(prompts, input_ids)
         params = sampling if isinstance(sampling, list) else [sampling or SamplingParams()] * len(ids_list)
-        reqs = [self._make_req(ids, p, cache_salt, None, None) for ids, p in zip(ids_list, params)]
+        reqs = [self._make_req(ids, p, cache_salt, None, None) for ids, p in zip(ids_list, params, strict=False)]
         if self._thread is None:
             for req in reqs:
                 self._add(req)
@@ -231,24 +257,35 @@ class Engine:
                 self.step()
         else:
             done = [threading.Event() for _ in reqs]
-            for req, event in zip(reqs, done):
+            for req, event in zip(reqs, done, strict=False):
                 req.on_update = lambda r, d, e=event: d.finished and e.set()
                 self._inbox.put(("add", req))
             for event in done:
                 event.wait()
         return [r.result for r in reqs]
 
-    async def stream(self, *, input_ids: list[int] | None = None, prompt: str | None = None,
-                     sampling: SamplingParams | None = None, cache_salt: str | None = None,
-                     rid: str | None = None) -> AsyncIterator[StreamDelta]:
+    async def stream(
+        self,
+        *,
+        input_ids: list[int] | None = None,
+        prompt: str | None = None,
+        sampling: SamplingParams | None = None,
+        cache_salt: str | None = None,
+        rid: str | None = None,
+    ) -> AsyncIterator[StreamDelta]:
         """Yields token deltas; closing the generator early aborts the request."""
         if (prompt is None) == (input_ids is None):
             raise ValueError("give exactly one of prompt= or input_ids=")
         ids = list(input_ids) if input_ids is not None else self.tokenizer.encode(prompt, add_special_tokens=False)
         loop = asyncio.get_running_loop()
         deltas: asyncio.Queue[StreamDelta] = asyncio.Queue()
-        req = self._make_req(ids, sampling or SamplingParams(), cache_salt, rid,
-                             lambda r, d: loop.call_soon_threadsafe(deltas.put_nowait, d))
+        req = self._make_req(
+            ids,
+            sampling or SamplingParams(),
+            cache_salt,
+            rid,
+            lambda r, d: loop.call_soon_threadsafe(deltas.put_nowait, d),
+        )
         if self.fatal_error:
             raise RuntimeError(self.fatal_error)
         self.start()
@@ -272,7 +309,7 @@ class Engine:
     def stats(self) -> dict[str, Any]:
         cm, sched = self.cache_manager, self.scheduler
         cap = cm.capacity
-        held = cap - cm.available_tokens - cm.evictable_tokens   # by running requests (SGLang's token_usage)
+        held = cap - cm.available_tokens - cm.evictable_tokens  # by running requests (SGLang's token_usage)
         queries, hits = sched.prefix_cache_queries, sched.prefix_cache_hits
         return {
             "model": self.model_name,
@@ -292,7 +329,8 @@ class Engine:
             "evictable_tokens": cm.evictable_tokens,
             "protected_tokens": cm.protected_tokens,
             "page_size": self.config.page_size,
-            "kv_cache_dtype": self.config.kv_cache_dtype if self.config.kv_cache_dtype != "auto"
+            "kv_cache_dtype": self.config.kv_cache_dtype
+            if self.config.kv_cache_dtype != "auto"
             else str(self.pool.dtype).removeprefix("torch."),
             "context_len": self.context_len,
             "disable_radix_cache": self.config.disable_radix_cache,
@@ -304,11 +342,13 @@ class Engine:
 
     def flush_cache(self) -> bool:
         """Drops every cached prefix; refused (False) while requests are in flight."""
+
         def flush() -> bool:
             if not self.scheduler.is_idle():
                 return False
             self.cache_manager.flush()
             return True
+
         return self._run_in_loop(flush)
 
     def check_idle_invariant(self, wait_s: float = 10.0) -> None:
@@ -323,6 +363,7 @@ class Engine:
         def check() -> None:
             assert self.scheduler.is_idle(), "engine is not idle"
             self.cache_manager.check_idle_invariant()
+
         self._run_in_loop(check)
 
     def shutdown(self) -> None:

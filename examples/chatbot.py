@@ -7,6 +7,7 @@ same tokens for every user, so the server computes the system prompt once.
     radixgate serve &              # or any OpenAI-compatible server
     python examples/chatbot.py --base-url http://127.0.0.1:30000/v1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,10 @@ def main() -> None:
             for question in questions:
                 answer, sent = reply(client, user_id, question, past)
                 usage = answer.usage
-                print(f"{user_id}: {question}\n  -> {answer.text[:80]!r}\n"
-                      f"  prompt {usage.prompt_tokens} tokens, {usage.cached_tokens} from cache ({answer.hit_ratio:.0%})")
+                print(
+                    f"{user_id}: {question}\n  -> {answer.text[:80]!r}\n"
+                    f"  prompt {usage.prompt_tokens} tokens, {usage.cached_tokens} from cache ({answer.hit_ratio:.0%})"
+                )
                 past += [sent, {"role": "assistant", "content": answer.text}]
         stats = client.prompt_stats().get(SUPPORT.template)
         if stats:

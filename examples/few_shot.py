@@ -5,6 +5,7 @@ request is a classic way to make every request miss the cache); only the input c
 
     python examples/few_shot.py --base-url http://127.0.0.1:30000/v1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,9 @@ EXAMPLES = [
 ]
 
 CLASSIFIER = rg.Prompt(
-    rg.system("Classify the customer message into one of: shipping, billing, product, account. "
-              "Answer with the label only."),
+    rg.system(
+        "Classify the customer message into one of: shipping, billing, product, account. Answer with the label only."
+    ),
     rg.examples(EXAMPLES),
     template="ticket-classifier",
 )

@@ -7,6 +7,7 @@ runs this app after `bad_app.py` and prints both apps' measured hit rates side b
 
     python examples/fixed_app.py --base-url http://127.0.0.1:30000/v1 --requests 10
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,16 +19,27 @@ from datetime import datetime
 import radixgate as rg
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bad_app import (ANSWER_TEMPLATE, FEW_SHOT, INSTRUCTIONS, QUESTIONS, TOOL_NAMES, TOOLS,  # noqa: E402
-                     make_docs)
+from bad_app import (
+    ANSWER_TEMPLATE,
+    FEW_SHOT,
+    INSTRUCTIONS,
+    QUESTIONS,
+    TOOL_NAMES,
+    TOOLS,  # noqa: E402
+    make_docs,
+)
 
 # The template minus its date: the date becomes a turn segment after everything fixed.
 RETURNS_SPECIALIST = ANSWER_TEMPLATE.replace("Today is {today}. ", "")
 PAIRS = [(FEW_SHOT[i]["content"], FEW_SHOT[i + 1]["content"]) for i in range(0, len(FEW_SHOT), 2)]
 
-SUPPORT = rg.Prompt(rg.system(INSTRUCTIONS), rg.tools(TOOLS),
-                    rg.system("You may call: " + ", ".join(sorted(TOOL_NAMES)), name="tool-names"),
-                    rg.examples(PAIRS), template="support_chat.fixed")
+SUPPORT = rg.Prompt(
+    rg.system(INSTRUCTIONS),
+    rg.tools(TOOLS),
+    rg.system("You may call: " + ", ".join(sorted(TOOL_NAMES)), name="tool-names"),
+    rg.examples(PAIRS),
+    template="support_chat.fixed",
+)
 RETURNS = rg.Prompt(rg.system(RETURNS_SPECIALIST), template="templated_answer.fixed")
 QUICK = rg.Prompt(rg.system("You are a helpful assistant."), template="quick_answer.fixed")
 
@@ -47,8 +59,7 @@ def support_prompt(user_id: str, question: str) -> rg.Prompt:
 
 
 def rag_prompt(docs: list[rg.Segment], question: str, template: str) -> rg.Prompt:
-    return rg.Prompt(rg.system("Answer using only these documents."), *docs, rg.user(question),
-                     template=template)
+    return rg.Prompt(rg.system("Answer using only these documents."), *docs, rg.user(question), template=template)
 
 
 def returns_prompt(question: str) -> rg.Prompt:

@@ -6,6 +6,7 @@ the fan-out: questions sent in parallel to a cold cache would all compute it.
 
     python examples/rag.py --base-url http://127.0.0.1:30000/v1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,13 +47,16 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base-url", default="http://127.0.0.1:30000/v1")
     args = parser.parse_args()
-    base = rg.Prompt(rg.system(INSTRUCTIONS), rg.document(DOCUMENT, title="Radix attention notes"), template="rag-notes")
+    base = rg.Prompt(
+        rg.system(INSTRUCTIONS), rg.document(DOCUMENT, title="Radix attention notes"), template="rag-notes"
+    )
     async with rg.AsyncClient(base_url=args.base_url) as client:
         warm = await client.warm(base)
         print(f"warm-up: prefilled {warm.prompt_tokens if warm else 0} tokens once")
-        answers = await asyncio.gather(*(client.chat(base.extend(rg.user(q)), max_tokens=16, temperature=0.0)
-                                         for q in QUESTIONS))
-        for question, answer in zip(QUESTIONS, answers):
+        answers = await asyncio.gather(
+            *(client.chat(base.extend(rg.user(q)), max_tokens=16, temperature=0.0) for q in QUESTIONS)
+        )
+        for question, answer in zip(QUESTIONS, answers, strict=False):
             print(f"{question:<58} {answer.usage.cached_tokens:>4}/{answer.usage.prompt_tokens} tokens cached")
         total = sum(a.usage.prompt_tokens for a in answers)
         print(f"hit rate over the fan-out: {sum(a.usage.cached_tokens for a in answers) / total:.0%}")

@@ -6,6 +6,7 @@ The root streams its continuation to show `complete_stream`.
 
     python examples/tree_of_thought.py --base-url http://127.0.0.1:30000/v1 --branching 2 --depth 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,10 @@ def main() -> None:
                     prompt = problem.extend(rg.user(f"{path}\nStep {level + 1}, option {branch + 1}:"))
                     answer = client.complete(prompt, max_tokens=12, temperature=0.8, seed=branch)
                     children.append(f"{path}\nStep {level + 1}, option {branch + 1}:{answer.text}")
-                    print(f"{'  ' * level}depth {level} branch {branch + 1}: {answer.usage.cached_tokens}/"
-                          f"{answer.usage.prompt_tokens} tokens cached")
+                    print(
+                        f"{'  ' * level}depth {level} branch {branch + 1}: {answer.usage.cached_tokens}/"
+                        f"{answer.usage.prompt_tokens} tokens cached"
+                    )
             frontier = children
 
 

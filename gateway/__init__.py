@@ -3,6 +3,7 @@
 `create_app(GatewayConfig(...), worker=...)` builds the FastAPI app; `radixgate serve` runs it.
 Imports are lazy so that `radixgate stats` starts without FastAPI or torch.
 """
+
 from __future__ import annotations
 
 from typing import Any

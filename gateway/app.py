@@ -1,9 +1,11 @@
 """`create_app`: the FastAPI app and its one `AppState`."""
+
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from opentelemetry.sdk.trace.export import SpanExporter
@@ -27,8 +29,9 @@ from .worker import LocalWorker, Worker
 HISTORY_SAMPLE_S = 1.0
 
 
-def create_app(config: GatewayConfig, worker: Worker | None = None,
-               span_exporter: SpanExporter | None = None) -> FastAPI:
+def create_app(
+    config: GatewayConfig, worker: Worker | None = None, span_exporter: SpanExporter | None = None
+) -> FastAPI:
     """Build the gateway. Without `worker`, an engine is built from `config.engine` and the app
     shuts it down on exit; a worker passed in stays the caller's to close (tests share one)."""
     owns_worker = worker is None
@@ -38,12 +41,24 @@ def create_app(config: GatewayConfig, worker: Worker | None = None,
         worker = LocalWorker.from_config(config.engine)
     tracer, provider = make_tracer(span_exporter)
     holder: dict[str, AppState] = {}
-    metrics = Metrics(config.served_model_name or worker.model_name, worker.stats,
-                      lambda: holder["state"].num_queued, config.max_template_labels)
-    state = AppState(config=config, worker=worker, auth=Authenticator(config.api_keys),
-                     limiter=RateLimiter(config.rate_limit_rpm, config.rate_limit_tpm), metrics=metrics,
-                     tracer=tracer, tracer_provider=provider, prompt_stats=PromptStats(config.max_tracked_templates),
-                     history=TimeSeries(config.dashboard_window_s), owns_worker=owns_worker)
+    metrics = Metrics(
+        config.served_model_name or worker.model_name,
+        worker.stats,
+        lambda: holder["state"].num_queued,
+        config.max_template_labels,
+    )
+    state = AppState(
+        config=config,
+        worker=worker,
+        auth=Authenticator(config.api_keys),
+        limiter=RateLimiter(config.rate_limit_rpm, config.rate_limit_tpm),
+        metrics=metrics,
+        tracer=tracer,
+        tracer_provider=provider,
+        prompt_stats=PromptStats(config.max_tracked_templates),
+        history=TimeSeries(config.dashboard_window_s),
+        owns_worker=owns_worker,
+    )
     holder["state"] = state
 
     @asynccontextmanager
@@ -57,8 +72,12 @@ def create_app(config: GatewayConfig, worker: Worker | None = None,
         if state.owns_worker:
             state.worker.close()
 
-    app = FastAPI(title="radixgate", version=__version__, lifespan=lifespan,
-                  description="OpenAI-compatible gateway with a co-located, prefix-caching engine.")
+    app = FastAPI(
+        title="radixgate",
+        version=__version__,
+        lifespan=lifespan,
+        description="OpenAI-compatible gateway with a co-located, prefix-caching engine.",
+    )
     app.state.gateway = state
     install_error_handlers(app)
     app.include_router(openai_router)

@@ -1,10 +1,11 @@
 """API keys and tenants. Each key maps to a tenant; the tenant, never the client, salts the cache."""
+
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from .config import DEFAULT_TENANT
 from .errors import APIError
@@ -49,13 +50,18 @@ class Authenticator:
         if not self._tenants:
             return DEFAULT_TENANT
         if not authorization:
-            raise APIError(401, "missing API key: send 'Authorization: Bearer YOUR_KEY'",
-                           code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+            raise APIError(
+                401,
+                "missing API key: send 'Authorization: Bearer YOUR_KEY'",
+                code="invalid_api_key",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         scheme, _, key = authorization.partition(" ")
         tenant = self._tenants.get(_digest(key.strip())) if scheme.lower() == "bearer" else None
         if tenant is None:
-            raise APIError(401, "incorrect API key provided", code="invalid_api_key",
-                           headers={"WWW-Authenticate": "Bearer"})
+            raise APIError(
+                401, "incorrect API key provided", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
+            )
         return tenant
 
 

@@ -1,4 +1,5 @@
 """`radixgate serve`: flags named like SGLang's `launch_server`, the engine in-process, uvicorn in front."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,17 +13,36 @@ from .auth import load_api_keys_file
 from .config import GatewayConfig
 
 # flag dest -> EngineConfig field; passed only when given, so the engine's defaults stay the defaults.
-ENGINE_FLAGS = ("model_path", "device", "dtype", "page_size", "max_total_tokens", "mem_fraction_static",
-                "kv_cache_dtype", "schedule_policy", "chunked_prefill_size", "disable_radix_cache",
-                "attention_backend", "max_running_requests", "enable_hicache", "hicache_ratio",
-                "hicache_storage_dir")
+ENGINE_FLAGS = (
+    "model_path",
+    "device",
+    "dtype",
+    "page_size",
+    "max_total_tokens",
+    "mem_fraction_static",
+    "kv_cache_dtype",
+    "schedule_policy",
+    "chunked_prefill_size",
+    "disable_radix_cache",
+    "attention_backend",
+    "max_running_requests",
+    "enable_hicache",
+    "hicache_ratio",
+    "hicache_storage_dir",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="radixgate serve", description="OpenAI-compatible server with the co-located "
-                                "radixgate engine, per-tenant cache isolation, metrics, traces and a dashboard.")
-    p.add_argument("--model-path", default="tiny", help="a local Hugging Face checkpoint folder, or 'tiny' "
-                   "(the built-in test model; default)")
+    p = argparse.ArgumentParser(
+        prog="radixgate serve",
+        description="OpenAI-compatible server with the co-located "
+        "radixgate engine, per-tenant cache isolation, metrics, traces and a dashboard.",
+    )
+    p.add_argument(
+        "--model-path",
+        default="tiny",
+        help="a local Hugging Face checkpoint folder, or 'tiny' (the built-in test model; default)",
+    )
     p.add_argument("--served-model-name", default=None, help="the model id clients send (default: from the model)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000, help="0 picks a free port (printed at startup)")
@@ -77,11 +97,20 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         keys.update(load_api_keys_file(args.api_keys_file))
     if args.api_key:
         keys[args.api_key] = "default"
-    return GatewayConfig(host=args.host, port=args.port, api_keys=keys, rate_limit_rpm=args.rate_limit_rpm,
-                         rate_limit_tpm=args.rate_limit_tpm, max_queued_requests=args.max_queued_requests,
-                         max_request_bytes=args.max_request_bytes, log_requests=args.log_requests,
-                         served_model_name=args.served_model_name, max_template_labels=args.max_template_labels,
-                         enable_debug_endpoints=args.enable_debug_endpoints, engine=engine)
+    return GatewayConfig(
+        host=args.host,
+        port=args.port,
+        api_keys=keys,
+        rate_limit_rpm=args.rate_limit_rpm,
+        rate_limit_tpm=args.rate_limit_tpm,
+        max_queued_requests=args.max_queued_requests,
+        max_request_bytes=args.max_request_bytes,
+        log_requests=args.log_requests,
+        served_model_name=args.served_model_name,
+        max_template_labels=args.max_template_labels,
+        enable_debug_endpoints=args.enable_debug_endpoints,
+        engine=engine,
+    )
 
 
 def print_urls(host: str, port: int, auth_enabled: bool) -> None:

@@ -1,8 +1,10 @@
 """The gateway's configuration: one frozen dataclass, built by `radixgate serve` or by tests."""
+
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 DEFAULT_TENANT = "default"
 

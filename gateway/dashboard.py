@@ -3,6 +3,7 @@
 The page also polls `/server_info` and `/v1/prompt_stats`; everything is drawn on <canvas>
 by inline JavaScript, so it works on a machine with no route to the internet.
 """
+
 from __future__ import annotations
 
 import time
@@ -34,5 +35,9 @@ async def dashboard_data(request: Request) -> dict[str, Any]:
     """Per-second history: hit rate, token usage, TTFT p50/p99, prompt and output tokens per second."""
     state = state_of(request)
     state.stats()
-    return {"now": time.time(), "model": state.model_name, "window_s": state.history.window_s,
-            "points": state.history.points()}
+    return {
+        "now": time.time(),
+        "model": state.model_name,
+        "window_s": state.history.window_s,
+        "points": state.history.points(),
+    }

@@ -3,6 +3,7 @@
 Every error response, including FastAPI's validation errors and unknown routes, carries
 `{"error": {"message", "type", "param", "code"}}`, which the `openai` client parses.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,9 +32,16 @@ _TYPE_BY_STATUS = {
 class APIError(Exception):
     """An error that reaches the client: HTTP status plus OpenAI's error fields."""
 
-    def __init__(self, status: int, message: str, *, code: str | None = None,
-                 param: str | None = None, type: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message

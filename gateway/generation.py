@@ -3,13 +3,15 @@ observe (metrics, trace, per-template stats, dashboard history), and abort on di
 
 Routes build `Job`s and turn the deltas into their own wire format.
 """
+
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from .errors import APIError, from_engine_error
 from .prompt_stats import RequestTags
@@ -41,17 +43,26 @@ class Job:
             raise from_engine_error(exc) from None
         num_prompt, context = len(self.request.input_ids), state.worker.context_len
         if num_prompt + self.request.max_new_tokens > context:
-            raise APIError(400, f"this model's context is {context} tokens, but the request asks for "
-                                f"{num_prompt + self.request.max_new_tokens} ({num_prompt} in the prompt, "
-                                f"{self.request.max_new_tokens} to generate); shorten the prompt or lower max_tokens",
-                           param="max_tokens", code="context_length_exceeded")
+            raise APIError(
+                400,
+                f"this model's context is {context} tokens, but the request asks for "
+                f"{num_prompt + self.request.max_new_tokens} ({num_prompt} in the prompt, "
+                f"{self.request.max_new_tokens} to generate); shorten the prompt or lower max_tokens",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
 
 
 def log_job(state: AppState, job: Job) -> None:
     """Prompt text reaches the log only when the operator asked for it with --log-requests."""
     if state.config.log_requests:
-        request_log.info("rid=%s tenant=%s template=%s prompt=%r", job.request.rid, job.tenant,
-                         job.tags.template, job.prompt_text if job.prompt_text is not None else job.request.input_ids)
+        request_log.info(
+            "rid=%s tenant=%s template=%s prompt=%r",
+            job.request.rid,
+            job.tenant,
+            job.tags.template,
+            job.prompt_text if job.prompt_text is not None else job.request.input_ids,
+        )
 
 
 async def run(state: AppState, job: Job) -> AsyncIterator[Delta]:
@@ -92,8 +103,9 @@ async def run(state: AppState, job: Job) -> AsyncIterator[Delta]:
     except RuntimeError as exc:  # the engine's loop has stopped; /health says so too
         outcome = "engine_error"
         fail_request_span(span, "engine_error", str(exc))
-        raise APIError(503, f"the engine cannot serve requests: {exc}", code="engine_unavailable",
-                       type="server_error") from None
+        raise APIError(
+            503, f"the engine cannot serve requests: {exc}", code="engine_unavailable", type="server_error"
+        ) from None
     finally:
         if is_queued:
             state.num_queued -= 1
@@ -103,8 +115,9 @@ async def run(state: AppState, job: Job) -> AsyncIterator[Delta]:
                 fail_request_span(span, "aborted", "the client went away or the request was cancelled")
 
 
-def _observe(state: AppState, job: Job, delta: Delta, span: Any, start: float,
-             first_token_at: float | None, gaps: list[float]) -> None:
+def _observe(
+    state: AppState, job: Job, delta: Delta, span: Any, start: float, first_token_at: float | None, gaps: list[float]
+) -> None:
     out = delta.output
     assert out is not None
     end = time.perf_counter()
@@ -114,16 +127,32 @@ def _observe(state: AppState, job: Job, delta: Delta, span: Any, start: float,
     completion_tokens = len(out.token_ids)
     recomputed_static = max(0, job.static_tokens - out.cached_tokens)
     state.metrics.observe_finished(
-        endpoint=job.endpoint, template=job.tags.template, prompt_tokens=out.prompt_tokens,
-        completion_tokens=completion_tokens, cached_tokens=out.cached_tokens, recomputed_static=recomputed_static,
-        ttft=ttft, e2e=end - start, queue_time=queue_time, token_gaps=gaps)
+        endpoint=job.endpoint,
+        template=job.tags.template,
+        prompt_tokens=out.prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_tokens=out.cached_tokens,
+        recomputed_static=recomputed_static,
+        ttft=ttft,
+        e2e=end - start,
+        queue_time=queue_time,
+        token_gaps=gaps,
+    )
     state.prompt_stats.record(job.tenant, job.tags, out.prompt_tokens, out.cached_tokens, job.static_tokens, ttft)
     state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft)
     state.history.sample(state.worker.stats())
     state.limiter.charge_tokens(job.tenant, completion_tokens)
-    finish_request_span(state.tracer, span, model=state.model_name, rid=out.rid, prompt_tokens=out.prompt_tokens,
-                        completion_tokens=completion_tokens, cached_tokens=out.cached_tokens,
-                        finish_reason=out.finish_reason, times=times)
+    finish_request_span(
+        state.tracer,
+        span,
+        model=state.model_name,
+        rid=out.rid,
+        prompt_tokens=out.prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_tokens=out.cached_tokens,
+        finish_reason=out.finish_reason,
+        times=times,
+    )
 
 
 async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
@@ -164,6 +193,7 @@ async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]
 
 async def collect(state: AppState, jobs: list[Job], is_disconnected: Callable[[], Awaitable[bool]]) -> list[Output]:
     """Run jobs to completion (non-streaming); a client that leaves aborts all of them."""
+
     async def gather_outputs() -> list[Output]:
         outputs: list[Output | None] = [None] * len(jobs)
         async with aclosing(merge([run(state, job) for job in jobs])) as events:

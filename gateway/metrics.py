@@ -6,10 +6,12 @@ by the gateway as requests finish. Template labels are bounded: the first `max_t
 templates seen keep their own label, later ones are counted under `other`, so a label never
 moves and counters stay monotone.
 """
+
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -26,8 +28,9 @@ disable_created_metrics()
 class EngineCollector(Collector):
     """Reads `worker.stats()` on each scrape, so gauges are never stale."""
 
-    def __init__(self, stats: Callable[[], dict[str, Any]], model_name: str,
-                 num_gateway_queued: Callable[[], int]) -> None:
+    def __init__(
+        self, stats: Callable[[], dict[str, Any]], model_name: str, num_gateway_queued: Callable[[], int]
+    ) -> None:
         self._stats = stats
         self._model = model_name
         self._num_gateway_queued = num_gateway_queued
@@ -46,18 +49,30 @@ class EngineCollector(Collector):
         s = self._stats()
         running, waiting = s.get("num_running_reqs", 0), s.get("num_waiting_reqs", 0)
         usage = s.get("token_usage", 0.0)
-        yield self._gauge("sglang:cache_hit_rate", "Prompt tokens served from cache / queried, since start.",
-                          s.get("cache_hit_rate", 0.0))
+        yield self._gauge(
+            "sglang:cache_hit_rate",
+            "Prompt tokens served from cache / queried, since start.",
+            s.get("cache_hit_rate", 0.0),
+        )
         yield self._gauge("sglang:token_usage", "KV tokens held by running requests / KV capacity.", usage)
         yield self._gauge("sglang:num_running_reqs", "Requests in the running batch.", running)
         yield self._gauge("sglang:num_queue_reqs", "Requests waiting in the engine's queue.", waiting)
         yield self._gauge("sglang:max_total_num_tokens", "KV capacity in tokens.", s.get("max_total_num_tokens", 0))
-        yield self._counter("radixgate:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
-                            s.get("prefix_cache_queries", 0))
-        yield self._counter("radixgate:prefix_cache_hits", "Prompt tokens served from the prefix cache (any tier).",
-                            s.get("prefix_cache_hits", 0))
-        tiers = CounterMetricFamily("radixgate:prefix_cache_tier_hits", "Prompt tokens served from cache, by tier.",
-                                    labels=["model_name", "tier"])
+        yield self._counter(
+            "radixgate:prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache.",
+            s.get("prefix_cache_queries", 0),
+        )
+        yield self._counter(
+            "radixgate:prefix_cache_hits",
+            "Prompt tokens served from the prefix cache (any tier).",
+            s.get("prefix_cache_hits", 0),
+        )
+        tiers = CounterMetricFamily(
+            "radixgate:prefix_cache_tier_hits",
+            "Prompt tokens served from cache, by tier.",
+            labels=["model_name", "tier"],
+        )
         by_tier = s.get("prefix_cache_hits_by_tier") or {"device": s.get("prefix_cache_hits", 0)}
         for tier, hits in sorted(by_tier.items()):
             tiers.add_metric([self._model, str(tier)], float(hits))
@@ -67,9 +82,12 @@ class EngineCollector(Collector):
                 yield self._gauge(f"radixgate:kv_{key}", f"KV pool accounting: {key.replace('_', ' ')}.", s[key])
         for key, value in sorted(s.items()):  # HiCache's tier sizes and traffic, when it is on
             if key.startswith("hicache_") and isinstance(value, (int, float)) and not isinstance(value, bool):
-                yield self._gauge(f"radixgate:{key}", f"HiCache: {key[len('hicache_'):].replace('_', ' ')}.", value)
-        yield self._gauge("radixgate:gateway_queued_requests", "Requests admitted by the gateway, no token yet.",
-                          self._num_gateway_queued())
+                yield self._gauge(f"radixgate:{key}", f"HiCache: {key[len('hicache_') :].replace('_', ' ')}.", value)
+        yield self._gauge(
+            "radixgate:gateway_queued_requests",
+            "Requests admitted by the gateway, no token yet.",
+            self._num_gateway_queued(),
+        )
         # The names Kubernetes inference gateways (Gateway API Inference Extension, llm-d) scrape.
         yield self._gauge("vllm:num_requests_waiting", "Requests waiting (vLLM name).", waiting)
         yield self._gauge("vllm:num_requests_running", "Requests running (vLLM name).", running)
@@ -80,8 +98,13 @@ class EngineCollector(Collector):
 class Metrics:
     """All the gateway's metrics, registered on one registry that belongs to one app."""
 
-    def __init__(self, model_name: str, stats: Callable[[], dict[str, Any]],
-                 num_gateway_queued: Callable[[], int], max_template_labels: int = 20) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        stats: Callable[[], dict[str, Any]],
+        num_gateway_queued: Callable[[], int],
+        max_template_labels: int = 20,
+    ) -> None:
         self.registry = CollectorRegistry()
         self.model_name = model_name
         self.max_template_labels = max_template_labels
@@ -89,33 +112,66 @@ class Metrics:
         self._lock = threading.Lock()
         r, m = self.registry, ["model_name"]
         self.registry.register(EngineCollector(stats, model_name, num_gateway_queued))
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Time to first token, at the gateway.",
-                              m, buckets=LATENCY_BUCKETS, registry=r)
-        self.inter_token = Histogram("sglang:inter_token_latency_seconds", "Gap between streamed tokens.",
-                                     m, buckets=TOKEN_GAP_BUCKETS, registry=r)
-        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Request latency, arrival to last token.",
-                             m, buckets=LATENCY_BUCKETS, registry=r)
-        self.queue_time = Histogram("sglang:queue_time_seconds", "Engine arrival to first scheduling.",
-                                    m, buckets=LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Time to first token, at the gateway.",
+            m,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.inter_token = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Gap between streamed tokens.",
+            m,
+            buckets=TOKEN_GAP_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Request latency, arrival to last token.",
+            m,
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_time = Histogram(
+            "sglang:queue_time_seconds", "Engine arrival to first scheduling.", m, buckets=LATENCY_BUCKETS, registry=r
+        )
         self.prompt_tokens = Counter("sglang:prompt_tokens", "Prompt tokens processed.", m, registry=r)
         self.generation_tokens = Counter("sglang:generation_tokens", "Tokens generated.", m, registry=r)
         self.cached_tokens = Counter("sglang:cached_tokens", "Prompt tokens served from cache.", m, registry=r)
-        self.requests = Counter("radixgate:requests", "Finished requests by endpoint and outcome.",
-                                ["model_name", "endpoint", "outcome"], registry=r)
-        self.rejections = Counter("radixgate:rejected_requests", "Requests refused before the engine, by reason.",
-                                  ["reason"], registry=r)
+        self.requests = Counter(
+            "radixgate:requests",
+            "Finished requests by endpoint and outcome.",
+            ["model_name", "endpoint", "outcome"],
+            registry=r,
+        )
+        self.rejections = Counter(
+            "radixgate:rejected_requests", "Requests refused before the engine, by reason.", ["reason"], registry=r
+        )
         t = ["model_name", "template"]
         self.template_requests = Counter("radixgate:template_requests", "Requests per prompt template.", t, registry=r)
-        self.template_prompt_tokens = Counter("radixgate:template_prompt_tokens", "Prompt tokens per template.",
-                                              t, registry=r)
-        self.template_cached_tokens = Counter("radixgate:template_cached_tokens", "Cached prompt tokens per template.",
-                                              t, registry=r)
-        self.template_recomputed_static = Counter("radixgate:template_recomputed_static_tokens",
-                                                  "Static-prefix tokens recomputed (not cached) per template.",
-                                                  t, registry=r)
+        self.template_prompt_tokens = Counter(
+            "radixgate:template_prompt_tokens", "Prompt tokens per template.", t, registry=r
+        )
+        self.template_cached_tokens = Counter(
+            "radixgate:template_cached_tokens", "Cached prompt tokens per template.", t, registry=r
+        )
+        self.template_recomputed_static = Counter(
+            "radixgate:template_recomputed_static_tokens",
+            "Static-prefix tokens recomputed (not cached) per template.",
+            t,
+            registry=r,
+        )
         # Export zeros before the first request, so dashboards see the series from the start.
-        for metric in (self.ttft, self.inter_token, self.e2e, self.queue_time, self.prompt_tokens,
-                       self.generation_tokens, self.cached_tokens):
+        for metric in (
+            self.ttft,
+            self.inter_token,
+            self.e2e,
+            self.queue_time,
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.cached_tokens,
+        ):
             metric.labels(model_name)
 
     def template_label(self, template: str) -> str:
@@ -127,9 +183,20 @@ class Metrics:
                 return template
         return OTHER_TEMPLATE
 
-    def observe_finished(self, *, endpoint: str, template: str, prompt_tokens: int, completion_tokens: int,
-                         cached_tokens: int, recomputed_static: int, ttft: float | None, e2e: float,
-                         queue_time: float | None, token_gaps: list[float]) -> None:
+    def observe_finished(
+        self,
+        *,
+        endpoint: str,
+        template: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        cached_tokens: int,
+        recomputed_static: int,
+        ttft: float | None,
+        e2e: float,
+        queue_time: float | None,
+        token_gaps: list[float],
+    ) -> None:
         model = self.model_name
         self.requests.labels(model, endpoint, "ok").inc()
         self.prompt_tokens.labels(model).inc(prompt_tokens)

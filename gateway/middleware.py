@@ -3,9 +3,11 @@
 Both answer with OpenAI's error body. Auth runs before the body is parsed, so a client
 without a key learns nothing about the request's validity.
 """
+
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .auth import Authenticator
 from .config import DEFAULT_TENANT
@@ -56,8 +58,9 @@ class BodyLimitMiddleware:
         self.max_bytes = max_bytes
 
     def _too_large(self) -> APIError:
-        return APIError(413, f"request body larger than {self.max_bytes} bytes; send a shorter prompt",
-                        code="request_too_large")
+        return APIError(
+            413, f"request body larger than {self.max_bytes} bytes; send a shorter prompt", code="request_too_large"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):

@@ -1,10 +1,10 @@
 """Pydantic schemas for SGLang's native endpoints (`/generate`, `/server_info`, `/flush_cache`)."""
+
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
 
 TokenId = Annotated[int, Field(ge=0)]
 
@@ -19,7 +19,7 @@ class NativeSamplingParams(BaseModel):
     top_k: int = Field(default=-1, ge=-1)
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)
     seed: int | None = None
-    stop: Union[str, list[str], None] = None
+    stop: str | list[str] | None = None
     stop_token_ids: list[TokenId] | None = None
     ignore_eos: bool = False
 
@@ -36,7 +36,7 @@ class GenerateRequest(BaseModel):
     metadata: dict[str, str] | None = None
 
     @model_validator(mode="after")
-    def _one_prompt(self) -> "GenerateRequest":
+    def _one_prompt(self) -> GenerateRequest:
         if (self.text is None) == (self.input_ids is None):
             raise ValueError("send exactly one of 'text' or 'input_ids'")
         return self

@@ -3,13 +3,14 @@
 Requests ignore unknown fields, as OpenAI-compatible servers do, so clients may send extras.
 A client's `cache_salt` is one of them: the salt comes from the tenant, never from the body.
 """
+
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-StopField = Union[str, list[str], None]
+StopField = str | list[str] | None
 TokenId = Annotated[int, Field(ge=0)]
 
 
@@ -28,7 +29,7 @@ class ContentPart(_Request):
 
 class ChatMessage(_Request):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
-    content: Union[str, list[ContentPart], None] = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
@@ -68,7 +69,7 @@ class ChatCompletionRequest(_SamplingFields):
 
 
 class CompletionRequest(_SamplingFields):
-    prompt: Union[str, list[str], list[TokenId], list[list[TokenId]]]
+    prompt: str | list[str] | list[TokenId] | list[list[TokenId]]
     echo: bool = False
     logprobs: int | None = Field(default=None, ge=0, le=5)
     suffix: str | None = None
@@ -170,6 +171,9 @@ class ErrorResponse(BaseModel):
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> Usage:
     """`usage` as OpenAI writes it; `prompt_tokens_details.cached_tokens` is always present."""
-    return Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                 total_tokens=prompt_tokens + completion_tokens,
-                 prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens))
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens),
+    )

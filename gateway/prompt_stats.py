@@ -5,11 +5,13 @@ static-prefix tokens had to be recomputed: a static prefix served from cache cos
 so `recomputed_static_tokens` sums, per request, the static tokens that were not cached.
 `/v1/prompt_stats` returns `snapshot()`.
 """
+
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 UNTAGGED = "(untagged)"
 OTHER = "(other)"
@@ -26,21 +28,24 @@ class RequestTags:
     static_prefix_chars: int | None = None
 
     @classmethod
-    def from_metadata(cls, metadata: Mapping[str, str] | None) -> "RequestTags":
+    def from_metadata(cls, metadata: Mapping[str, str] | None) -> RequestTags:
         metadata = metadata or {}
         chars = metadata.get("static_prefix_chars")
         try:
             num_chars = int(chars) if chars is not None else None
         except ValueError:
             num_chars = None
-        return cls(template=(metadata.get("prompt_template") or UNTAGGED)[:200],
-                   source=metadata.get("prompt_source", "")[:300] or None,
-                   static_prefix_hash=metadata.get("static_prefix_hash", "")[:128] or None,
-                   static_prefix_chars=num_chars if num_chars is not None and num_chars >= 0 else None)
+        return cls(
+            template=(metadata.get("prompt_template") or UNTAGGED)[:200],
+            source=metadata.get("prompt_source", "")[:300] or None,
+            static_prefix_hash=metadata.get("static_prefix_hash", "")[:128] or None,
+            static_prefix_chars=num_chars if num_chars is not None and num_chars >= 0 else None,
+        )
 
 
-def estimate_static_tokens(static_chars: int | None, prompt_chars: int, prompt_tokens: int,
-                           measured: int | None = None) -> int:
+def estimate_static_tokens(
+    static_chars: int | None, prompt_chars: int, prompt_tokens: int, measured: int | None = None
+) -> int:
     """Static-prefix tokens: measured by tokenizing the prefix when the caller could, else scaled
     from characters by this prompt's own characters-per-token ratio. Never above the prompt."""
     if static_chars is None:
@@ -66,8 +71,9 @@ class TemplateStats:
     ttft_sum: float = 0.0
     ttft_count: int = 0
 
-    def add(self, tags: RequestTags, prompt_tokens: int, cached_tokens: int, static_tokens: int,
-            ttft: float | None = None) -> None:
+    def add(
+        self, tags: RequestTags, prompt_tokens: int, cached_tokens: int, static_tokens: int, ttft: float | None = None
+    ) -> None:
         self.requests += 1
         if ttft is not None:
             self.ttft_sum += ttft
@@ -85,7 +91,7 @@ class TemplateStats:
             else:
                 self.num_hashes_over_cap += 1
 
-    def merge(self, other: "TemplateStats") -> None:
+    def merge(self, other: TemplateStats) -> None:
         self.requests += other.requests
         self.prompt_tokens += other.prompt_tokens
         self.cached_tokens += other.cached_tokens
@@ -106,14 +112,19 @@ class TemplateStats:
         return self.prompt_tokens - self.cached_tokens
 
     def to_json(self) -> dict[str, Any]:
-        return {"template": self.template, "source": self.source, "requests": self.requests,
-                "prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                "hit_rate": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else 0.0,
-                "static_prefix_tokens": self.static_prefix_tokens,
-                "distinct_static_prefixes": len(self.hashes) + self.num_hashes_over_cap,
-                "recomputed_static_tokens": self.recomputed_static_tokens,
-                "recomputed_tokens": self.prompt_tokens - self.cached_tokens,
-                "mean_ttft_ms": round(1000 * self.ttft_sum / self.ttft_count, 2) if self.ttft_count else None}
+        return {
+            "template": self.template,
+            "source": self.source,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "hit_rate": round(self.cached_tokens / self.prompt_tokens, 4) if self.prompt_tokens else 0.0,
+            "static_prefix_tokens": self.static_prefix_tokens,
+            "distinct_static_prefixes": len(self.hashes) + self.num_hashes_over_cap,
+            "recomputed_static_tokens": self.recomputed_static_tokens,
+            "recomputed_tokens": self.prompt_tokens - self.cached_tokens,
+            "mean_ttft_ms": round(1000 * self.ttft_sum / self.ttft_count, 2) if self.ttft_count else None,
+        }
 
 
 class PromptStats:
@@ -124,8 +135,15 @@ class PromptStats:
         self._stats: dict[tuple[str, str], TemplateStats] = {}
         self._lock = threading.Lock()
 
-    def record(self, tenant: str, tags: RequestTags, prompt_tokens: int, cached_tokens: int,
-               static_tokens: int, ttft: float | None = None) -> None:
+    def record(
+        self,
+        tenant: str,
+        tags: RequestTags,
+        prompt_tokens: int,
+        cached_tokens: int,
+        static_tokens: int,
+        ttft: float | None = None,
+    ) -> None:
         with self._lock:
             key = (tenant, tags.template)
             if key not in self._stats and len(self._stats) >= self.max_templates:

@@ -1,10 +1,11 @@
 """Per-tenant request and token rate limits as token buckets, refilled continuously."""
+
 from __future__ import annotations
 
 import math
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import APIError
 
@@ -42,8 +43,12 @@ class Bucket:
 class RateLimiter:
     """`check_and_charge` admits a request or raises 429 with `Retry-After`; `charge_tokens` bills tokens."""
 
-    def __init__(self, requests_per_minute: int | None, tokens_per_minute: int | None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        requests_per_minute: int | None,
+        tokens_per_minute: int | None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.rpm = requests_per_minute
         self.tpm = tokens_per_minute
         self._clock = clock
@@ -68,9 +73,12 @@ class RateLimiter:
             if blocked:
                 kind, wait = max(blocked, key=lambda kw: kw[1])
                 limit = self.rpm if kind == "requests" else self.tpm
-                raise APIError(429, f"rate limit reached for {kind} per minute (limit {limit}); "
-                                    f"retry after {math.ceil(wait)} s",
-                               code=f"rate_limit_{kind}", headers={"Retry-After": str(max(1, math.ceil(wait)))})
+                raise APIError(
+                    429,
+                    f"rate limit reached for {kind} per minute (limit {limit}); retry after {math.ceil(wait)} s",
+                    code=f"rate_limit_{kind}",
+                    headers={"Retry-After": str(max(1, math.ceil(wait)))},
+                )
             if self.rpm is not None:
                 self._requests[tenant].charge(1)
             if self.tpm is not None:

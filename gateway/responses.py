@@ -1,8 +1,10 @@
 """Wire helpers the routes share: server-sent events as OpenAI sends them, and the error schema for OpenAPI."""
+
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi.responses import StreamingResponse
 

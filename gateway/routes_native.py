@@ -1,12 +1,14 @@
 """SGLang's native endpoints and the operational ones: `/generate`, `/health`, `/flush_cache`,
 `/server_info` (alias `/get_server_info`), `/metrics`, `/v1/prompt_stats`, and a debug check."""
+
 from __future__ import annotations
 
 import asyncio
 import time
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -15,8 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from . import __version__
 from .errors import APIError
 from .generation import Job, collect, run
-from .native_schemas import (FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse,
-                             ServerInfo)
+from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
 from .prompt_stats import RequestTags, estimate_static_tokens
 from .responses import DONE, ERRORS, sse, sse_response
@@ -26,15 +27,22 @@ from .worker import WorkRequest
 router = APIRouter()
 
 
-def _meta(rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int,
-          finish_reason: str | None, start: float) -> dict[str, Any]:
+def _meta(
+    rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int, finish_reason: str | None, start: float
+) -> dict[str, Any]:
     reason: dict[str, Any] | None = None
     if finish_reason is not None:
         reason = {"type": finish_reason}
         if finish_reason == "length":
             reason["length"] = completion_tokens
-    return {"id": rid, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "cached_tokens": cached_tokens, "finish_reason": reason, "e2e_latency": time.perf_counter() - start}
+    return {
+        "id": rid,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "cached_tokens": cached_tokens,
+        "finish_reason": reason,
+        "e2e_latency": time.perf_counter() - start,
+    }
 
 
 @router.post("/generate", response_model=GenerateResponse, responses=ERRORS)
@@ -55,19 +63,32 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     static = estimate_static_tokens(tags.static_prefix_chars, len(text or ""), len(input_ids), measured)
     stop = (sp.stop,) if isinstance(sp.stop, str) else tuple(sp.stop or ())
     rid = body.rid or uuid.uuid4().hex
-    work = WorkRequest(rid=rid, input_ids=input_ids, max_new_tokens=sp.max_new_tokens, temperature=sp.temperature,
-                       top_p=sp.top_p, top_k=sp.top_k, min_p=sp.min_p, seed=sp.seed, stop=stop,
-                       stop_token_ids=tuple(sp.stop_token_ids or ()), ignore_eos=sp.ignore_eos,
-                       cache_salt=state.cache_salt(tenant))
+    work = WorkRequest(
+        rid=rid,
+        input_ids=input_ids,
+        max_new_tokens=sp.max_new_tokens,
+        temperature=sp.temperature,
+        top_p=sp.top_p,
+        top_k=sp.top_k,
+        min_p=sp.min_p,
+        seed=sp.seed,
+        stop=stop,
+        stop_token_ids=tuple(sp.stop_token_ids or ()),
+        ignore_eos=sp.ignore_eos,
+        cache_salt=state.cache_salt(tenant),
+    )
     job = Job("generate", "generate", tenant, tags, work, static, text)
     job.validate(state)
     state.admit(tenant, len(input_ids), "generate")
     start = time.perf_counter()
     if body.stream:
         return sse_response(_generate_stream(state, job, start))
-    out, = await collect(state, [job], request.is_disconnected)
-    return {"text": out.text, "output_ids": list(out.token_ids),
-            "meta_info": _meta(rid, out.prompt_tokens, len(out.token_ids), out.cached_tokens, out.finish_reason, start)}
+    (out,) = await collect(state, [job], request.is_disconnected)
+    return {
+        "text": out.text,
+        "output_ids": list(out.token_ids),
+        "meta_info": _meta(rid, out.prompt_tokens, len(out.token_ids), out.cached_tokens, out.finish_reason, start),
+    }
 
 
 async def _generate_stream(state: AppState, job: Job, start: float) -> AsyncIterator[str]:
@@ -80,8 +101,14 @@ async def _generate_stream(state: AppState, job: Job, start: float) -> AsyncIter
                 text += delta.text
                 ids.extend(delta.token_ids)
                 out = delta.output
-                meta = _meta(job.request.rid, num_prompt, len(ids), out.cached_tokens if out else 0,
-                             out.finish_reason if out else None, start)
+                meta = _meta(
+                    job.request.rid,
+                    num_prompt,
+                    len(ids),
+                    out.cached_tokens if out else 0,
+                    out.finish_reason if out else None,
+                    start,
+                )
                 yield sse({"text": text, "output_ids": ids, "meta_info": meta})
     except APIError as exc:
         yield sse(exc.body())
@@ -101,8 +128,9 @@ async def health(request: Request) -> dict[str, str]:
 async def flush_cache(request: Request) -> dict[str, Any]:
     """Drop every cached prefix; refused (400) while requests are running."""
     if not await asyncio.to_thread(state_of(request).worker.flush_cache):
-        raise APIError(400, "cannot flush the cache while requests are running; retry when the server is idle",
-                       code="cache_busy")
+        raise APIError(
+            400, "cannot flush the cache while requests are running; retry when the server is idle", code="cache_busy"
+        )
     return {"success": True, "message": "cache flushed"}
 
 
@@ -110,13 +138,22 @@ def _server_info(request: Request) -> dict[str, Any]:
     state = state_of(request)
     c = state.config
     info: dict[str, Any] = dict(state.stats())
-    info.update({
-        "model_path": state.worker.model_name, "served_model_name": state.model_name,
-        "context_len": state.worker.context_len, "version": __version__,
-        "gateway": {"num_queued_requests": state.num_queued, "auth_enabled": state.auth.enabled,
-                    "rate_limit_rpm": c.rate_limit_rpm, "rate_limit_tpm": c.rate_limit_tpm,
-                    "max_queued_requests": c.max_queued_requests, "uptime_s": round(time.time() - state.started_at, 3)},
-    })
+    info.update(
+        {
+            "model_path": state.worker.model_name,
+            "served_model_name": state.model_name,
+            "context_len": state.worker.context_len,
+            "version": __version__,
+            "gateway": {
+                "num_queued_requests": state.num_queued,
+                "auth_enabled": state.auth.enabled,
+                "rate_limit_rpm": c.rate_limit_rpm,
+                "rate_limit_tpm": c.rate_limit_tpm,
+                "max_queued_requests": c.max_queued_requests,
+                "uptime_s": round(time.time() - state.started_at, 3),
+            },
+        }
+    )
     engine_config = getattr(getattr(state.worker, "engine", None), "config", None)
     if engine_config is not None and hasattr(engine_config, "__dataclass_fields__"):
         info["engine_config"] = {k: _plain(getattr(engine_config, k)) for k in engine_config.__dataclass_fields__}

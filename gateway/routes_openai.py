@@ -1,17 +1,27 @@
 """OpenAI endpoints: `/v1/chat/completions`, `/v1/completions`, `/v1/models`."""
+
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from fastapi import APIRouter, Request
 
 from .errors import APIError
 from .generation import Job, collect, merge, run
-from .openai_schemas import (ChatCompletionRequest, ChatCompletionResponse, ChatMessage, CompletionRequest,
-                             CompletionResponse, ModelCard, ModelList, usage)
+from .openai_schemas import (
+    ChatCompletionRequest,
+    ChatCompletionResponse,
+    ChatMessage,
+    CompletionRequest,
+    CompletionResponse,
+    ModelCard,
+    ModelList,
+    usage,
+)
 from .prompt_stats import RequestTags, estimate_static_tokens
 from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
@@ -36,19 +46,37 @@ def _reject_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None
         unsupported["response_format"] = fmt != "text"
     for param, is_set in unsupported.items():
         if is_set:
-            raise APIError(400, f"'{param}' is not supported by this server; remove it from the request",
-                           param=param, code="unsupported_parameter")
+            raise APIError(
+                400,
+                f"'{param}' is not supported by this server; remove it from the request",
+                param=param,
+                code="unsupported_parameter",
+            )
 
 
-def _work(body: ChatCompletionRequest | CompletionRequest, rid: str, input_ids: list[int],
-          max_tokens: int, salt: str | None, index: int) -> WorkRequest:
+def _work(
+    body: ChatCompletionRequest | CompletionRequest,
+    rid: str,
+    input_ids: list[int],
+    max_tokens: int,
+    salt: str | None,
+    index: int,
+) -> WorkRequest:
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     return WorkRequest(
-        rid=rid, input_ids=input_ids, max_new_tokens=max_tokens,
+        rid=rid,
+        input_ids=input_ids,
+        max_new_tokens=max_tokens,
         temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p, top_k=-1 if body.top_k is None else body.top_k,
-        min_p=body.min_p or 0.0, seed=None if body.seed is None else body.seed + index, stop=stop,
-        stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=body.ignore_eos, cache_salt=salt)
+        top_p=1.0 if body.top_p is None else body.top_p,
+        top_k=-1 if body.top_k is None else body.top_k,
+        min_p=body.min_p or 0.0,
+        seed=None if body.seed is None else body.seed + index,
+        stop=stop,
+        stop_token_ids=tuple(body.stop_token_ids or ()),
+        ignore_eos=body.ignore_eos,
+        cache_salt=salt,
+    )
 
 
 def _tenant(request: Request) -> str:
@@ -61,8 +89,12 @@ def _message_text(content: Any) -> str:
     texts = []
     for part in content:
         if part.type != "text":
-            raise APIError(400, f"content parts of type '{part.type}' are not supported; send text",
-                           param="messages", code="unsupported_content")
+            raise APIError(
+                400,
+                f"content parts of type '{part.type}' are not supported; send text",
+                param="messages",
+                code="unsupported_content",
+            )
         texts.append(part.text or "")
     return "".join(texts)
 
@@ -77,8 +109,16 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
-async def _respond(request: Request, state: AppState, jobs: list[Job], stream: bool, include_usage: bool,
-                   response_id: str, render_stream: StreamRenderer, render_full: FullRenderer) -> Any:
+async def _respond(
+    request: Request,
+    state: AppState,
+    jobs: list[Job],
+    stream: bool,
+    include_usage: bool,
+    response_id: str,
+    render_stream: StreamRenderer,
+    render_full: FullRenderer,
+) -> Any:
     """Validate, admit, then stream the jobs or wait for all of them."""
     for job in jobs:
         job.validate(state)
@@ -89,8 +129,11 @@ async def _respond(request: Request, state: AppState, jobs: list[Job], stream: b
 
 
 def _usage_of(outputs: list[Output]) -> dict[str, Any]:
-    return usage(sum(o.prompt_tokens for o in outputs), sum(len(o.token_ids) for o in outputs),
-                 sum(o.cached_tokens for o in outputs)).model_dump()
+    return usage(
+        sum(o.prompt_tokens for o in outputs),
+        sum(len(o.token_ids) for o in outputs),
+        sum(o.cached_tokens for o in outputs),
+    ).model_dump()
 
 
 @router.post("/v1/chat/completions", response_model=ChatCompletionResponse, responses=ERRORS)
@@ -110,32 +153,59 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     if max_tokens is None:
         max_tokens = max(1, min(state.worker.context_len - len(input_ids), 1024))
     salt = state.cache_salt(_tenant(request))
-    jobs = [Job("chat", "chat", _tenant(request), tags,
-                _work(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i), static, text)
-            for i in range(body.n)]
+    jobs = [
+        Job(
+            "chat",
+            "chat",
+            _tenant(request),
+            tags,
+            _work(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i),
+            static,
+            text,
+        )
+        for i in range(body.n)
+    ]
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     return await _respond(request, state, jobs, body.stream, include_usage, response_id, _chat_stream, _chat_full)
 
 
 def _chat_full(state: AppState, outputs: list[Output], response_id: str) -> dict[str, Any]:
-    choices = [{"index": i, "message": {"role": "assistant", "content": o.text}, "logprobs": None,
-                "finish_reason": o.finish_reason} for i, o in enumerate(outputs)]
-    return {"id": response_id, "object": "chat.completion", "created": int(time.time()), "model": state.model_name,
-            "choices": choices, "usage": _usage_of(outputs)}
+    choices = [
+        {
+            "index": i,
+            "message": {"role": "assistant", "content": o.text},
+            "logprobs": None,
+            "finish_reason": o.finish_reason,
+        }
+        for i, o in enumerate(outputs)
+    ]
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": state.model_name,
+        "choices": choices,
+        "usage": _usage_of(outputs),
+    }
 
 
-def _chunk_writer(state: AppState, response_id: str, obj: str,
-                  include_usage: bool) -> Callable[..., str]:
+def _chunk_writer(state: AppState, response_id: str, obj: str, include_usage: bool) -> Callable[..., str]:
     """One SSE chunk of a streamed response; with `include_usage` every chunk carries `usage`
     (null until the last), as OpenAI sends it."""
     created, model = int(time.time()), state.model_name
 
     def chunk(choices: list[dict[str, Any]], usage_body: dict[str, Any] | None = None) -> str:
-        body: dict[str, Any] = {"id": response_id, "object": obj, "created": created, "model": model,
-                                "choices": choices}
+        body: dict[str, Any] = {
+            "id": response_id,
+            "object": obj,
+            "created": created,
+            "model": model,
+            "choices": choices,
+        }
         if include_usage:
             body["usage"] = usage_body
         return sse(body)
+
     return chunk
 
 
@@ -143,19 +213,22 @@ async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, inclu
     chunk = _chunk_writer(state, response_id, "chat.completion.chunk", include_usage)
 
     for i in range(len(jobs)):
-        yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                      "finish_reason": None}])
+        yield chunk(
+            [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]
+        )
     outputs: list[Output] = []
     try:
         async with aclosing(merge([run(state, job) for job in jobs])) as events:
             async for i, delta in events:
                 if delta.text:
-                    yield chunk([{"index": i, "delta": {"content": delta.text}, "logprobs": None,
-                                  "finish_reason": None}])
+                    yield chunk(
+                        [{"index": i, "delta": {"content": delta.text}, "logprobs": None, "finish_reason": None}]
+                    )
                 if delta.output is not None:
                     outputs.append(delta.output)
-                    yield chunk([{"index": i, "delta": {}, "logprobs": None,
-                                  "finish_reason": delta.output.finish_reason}])
+                    yield chunk(
+                        [{"index": i, "delta": {}, "logprobs": None, "finish_reason": delta.output.finish_reason}]
+                    )
     except APIError as exc:
         yield sse(exc.body())
     if include_usage and outputs:
@@ -195,19 +268,28 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
             work = _work(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i)
             jobs.append(Job("completions", "text_completion", _tenant(request), tags, work, static, text))
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return await _respond(request, state, jobs, body.stream, include_usage, response_id,
-                          _completion_stream, _completion_full)
+    return await _respond(
+        request, state, jobs, body.stream, include_usage, response_id, _completion_stream, _completion_full
+    )
 
 
 def _completion_full(state: AppState, outputs: list[Output], response_id: str) -> dict[str, Any]:
-    choices = [{"index": i, "text": o.text, "logprobs": None, "finish_reason": o.finish_reason}
-               for i, o in enumerate(outputs)]
-    return {"id": response_id, "object": "text_completion", "created": int(time.time()), "model": state.model_name,
-            "choices": choices, "usage": _usage_of(outputs)}
+    choices = [
+        {"index": i, "text": o.text, "logprobs": None, "finish_reason": o.finish_reason} for i, o in enumerate(outputs)
+    ]
+    return {
+        "id": response_id,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": state.model_name,
+        "choices": choices,
+        "usage": _usage_of(outputs),
+    }
 
 
-async def _completion_stream(state: AppState, jobs: list[Job], response_id: str,
-                             include_usage: bool) -> AsyncIterator[str]:
+async def _completion_stream(
+    state: AppState, jobs: list[Job], response_id: str, include_usage: bool
+) -> AsyncIterator[str]:
     chunk = _chunk_writer(state, response_id, "text_completion", include_usage)
 
     outputs: list[Output] = []

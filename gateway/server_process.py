@@ -1,4 +1,5 @@
 """Run `radixgate serve` as a child process on a free loopback port (for tools and end-to-end tests)."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,9 @@ URL_PREFIX = "radixgate serving on "
 class ServerProcess:
     """`with ServerProcess(["--api-key", "k"]) as server: server.base_url` — always terminated on exit."""
 
-    def __init__(self, args: list[str] | None = None, startup_timeout_s: float = 120.0,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, args: list[str] | None = None, startup_timeout_s: float = 120.0, env: dict[str, str] | None = None
+    ) -> None:
         self.args = list(args or [])
         self.startup_timeout_s = startup_timeout_s
         self.env = {**os.environ, **(env or {})}
@@ -25,7 +27,7 @@ class ServerProcess:
         self.base_url = ""
         self.output: list[str] = []
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         cmd = [sys.executable, "-m", "radixgate.gateway.cli", "--host", "127.0.0.1", "--port", "0", *self.args]
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env)
         found = threading.Event()
@@ -35,7 +37,7 @@ class ServerProcess:
             for line in self.process.stdout:
                 self.output.append(line)
                 if line.startswith(URL_PREFIX):
-                    self.base_url = line[len(URL_PREFIX):].strip()
+                    self.base_url = line[len(URL_PREFIX) :].strip()
                     found.set()
 
         threading.Thread(target=read, daemon=True).start()
@@ -53,8 +55,9 @@ class ServerProcess:
         self.__exit__(None, None, None)
         raise RuntimeError("radixgate serve printed its URL but /health never answered")
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()

@@ -1,4 +1,5 @@
 """`AppState`: everything a running gateway holds, created once by `create_app`."""
+
 from __future__ import annotations
 
 import logging
@@ -22,7 +23,7 @@ from .worker import Worker
 request_log = logging.getLogger("radixgate.gateway.requests")
 
 
-def state_of(request: Request) -> "AppState":
+def state_of(request: Request) -> AppState:
     return request.app.state.gateway
 
 
@@ -52,16 +53,24 @@ class AppState:
     def check_model(self, model: str) -> None:
         """OpenAI answers an unknown model with 404 `model_not_found`; so do we."""
         if model not in (self.model_name, self.worker.model_name):
-            raise APIError(404, f"the model '{model}' does not exist; this server serves '{self.model_name}' "
-                                "(see /v1/models)", code="model_not_found", param="model")
+            raise APIError(
+                404,
+                f"the model '{model}' does not exist; this server serves '{self.model_name}' (see /v1/models)",
+                code="model_not_found",
+                param="model",
+            )
 
     def admit(self, tenant: str, prompt_tokens: int, endpoint: str) -> None:
         """Refuse before touching the engine: 503 when the queue is full, 429 over a tenant's rate."""
         limit = self.config.max_queued_requests
         if limit is not None and self.num_queued >= limit:
             self.metrics.rejections.labels("queue_full").inc()
-            raise APIError(503, f"the server has {self.num_queued} requests waiting (limit {limit}); retry shortly",
-                           code="queue_full", headers={"Retry-After": "1"})
+            raise APIError(
+                503,
+                f"the server has {self.num_queued} requests waiting (limit {limit}); retry shortly",
+                code="queue_full",
+                headers={"Retry-After": "1"},
+            )
         try:
             self.limiter.check_and_charge(tenant, prompt_tokens)
         except APIError:

@@ -7,6 +7,7 @@ Exporters come from the standard environment variables (read here and nowhere el
 here, since no collector is assumed); `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`
 name the service. Tests pass their own exporter, e.g. `InMemorySpanExporter`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,8 +17,7 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import (BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor,
-                                            SpanExporter)
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, set_span_in_context
 
 logger = logging.getLogger("radixgate.gateway")
@@ -33,8 +33,9 @@ def _exporters_from_env() -> list[SpanExporter]:
             try:
                 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             except ImportError:
-                logger.warning("OTEL_TRACES_EXPORTER=otlp but opentelemetry-exporter-otlp is not installed; "
-                               "no traces are exported")
+                logger.warning(
+                    "OTEL_TRACES_EXPORTER=otlp but opentelemetry-exporter-otlp is not installed; no traces are exported"
+                )
                 continue
             exporters.append(OTLPSpanExporter())
         elif name != "none":
@@ -56,8 +57,9 @@ def make_tracer(exporter: SpanExporter | None = None) -> tuple[Tracer, TracerPro
     return provider.get_tracer("radixgate.gateway"), provider
 
 
-def start_request_span(tracer: Tracer, operation: str, model: str, tenant: str, template: str,
-                       sampling: dict[str, Any]) -> Span:
+def start_request_span(
+    tracer: Tracer, operation: str, model: str, tenant: str, template: str, sampling: dict[str, Any]
+) -> Span:
     """The request span, named as the GenAI conventions say: `{operation} {model}`."""
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": operation,
@@ -77,9 +79,18 @@ def _ns(stamp: float | None) -> int | None:
     return int(stamp * 1e9) if stamp is not None else None
 
 
-def finish_request_span(tracer: Tracer, span: Span, *, model: str, rid: str, prompt_tokens: int,
-                        completion_tokens: int, cached_tokens: int, finish_reason: str,
-                        times: dict[str, float]) -> None:
+def finish_request_span(
+    tracer: Tracer,
+    span: Span,
+    *,
+    model: str,
+    rid: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int,
+    finish_reason: str,
+    times: dict[str, float],
+) -> None:
     """Usage attributes, and queue / prefill / decode child spans from the engine's time stamps."""
     span.set_attribute("gen_ai.response.model", model)
     span.set_attribute("gen_ai.response.id", rid)
@@ -88,8 +99,11 @@ def finish_request_span(tracer: Tracer, span: Span, *, model: str, rid: str, pro
     span.set_attribute("gen_ai.usage.cache_read.input_tokens", cached_tokens)
     span.set_attribute("gen_ai.response.finish_reasons", [finish_reason])
     context = set_span_in_context(span)
-    phases = (("queue", "arrival", "scheduled"), ("prefill", "scheduled", "first_token"),
-              ("decode", "first_token", "finished"))
+    phases = (
+        ("queue", "arrival", "scheduled"),
+        ("prefill", "scheduled", "first_token"),
+        ("decode", "first_token", "finished"),
+    )
     for name, start_key, end_key in phases:
         start, end = _ns(times.get(start_key)), _ns(times.get(end_key))
         if start is not None and end is not None and end >= start:

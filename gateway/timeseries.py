@@ -3,14 +3,16 @@
 Finished requests are added to the bucket of the second they finished in; token usage is
 sampled whenever the history is read or a request finishes. Only `window_s` seconds are kept.
 """
+
 from __future__ import annotations
 
 import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 PERCENTILE_WINDOW_S = 10
 MAX_TTFTS_PER_SECOND = 512
@@ -78,19 +80,24 @@ class TimeSeries:
         last_hit_rate: float | None = None
         for second in range(first, last + 1):
             bucket = by_second.get(second) or _Second(second)
-            recent = [t for s in range(second - PERCENTILE_WINDOW_S + 1, second + 1)
-                      for t in (by_second[s].ttfts if s in by_second else ())]
+            recent = [
+                t
+                for s in range(second - PERCENTILE_WINDOW_S + 1, second + 1)
+                for t in (by_second[s].ttfts if s in by_second else ())
+            ]
             if bucket.cache_hit_rate is not None:
                 last_hit_rate = bucket.cache_hit_rate
-            points.append({
-                "t": second,
-                "requests": bucket.requests,
-                "hit_rate": bucket.cached_tokens / bucket.prompt_tokens if bucket.prompt_tokens else None,
-                "cumulative_hit_rate": last_hit_rate,
-                "token_usage": bucket.token_usage,
-                "prompt_tokens_per_s": bucket.prompt_tokens,
-                "output_tokens_per_s": bucket.completion_tokens,
-                "ttft_p50": percentile(recent, 50),
-                "ttft_p99": percentile(recent, 99),
-            })
+            points.append(
+                {
+                    "t": second,
+                    "requests": bucket.requests,
+                    "hit_rate": bucket.cached_tokens / bucket.prompt_tokens if bucket.prompt_tokens else None,
+                    "cumulative_hit_rate": last_hit_rate,
+                    "token_usage": bucket.token_usage,
+                    "prompt_tokens_per_s": bucket.prompt_tokens,
+                    "output_tokens_per_s": bucket.completion_tokens,
+                    "ttft_p50": percentile(recent, 50),
+                    "ttft_p99": percentile(recent, 99),
+                }
+            )
         return points

@@ -4,10 +4,12 @@ A worker takes token ids and sampling settings, streams deltas, aborts, reports 
 flushes its cache. `LocalWorker` wraps the in-process `radixgate.engine.Engine`; a later
 router can add workers that speak HTTP to other servers without touching the routes.
 """
+
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Protocol, Sequence
+from typing import Any, Protocol
 
 FALLBACK_CHAT_ROLE_TAG = "<|{role}|>\n{content}\n"
 # As vLLM does: temperatures this small mean greedy (dividing logits by them overflows), and a
@@ -65,14 +67,17 @@ class Worker(Protocol):
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str: ...
     def validate(self, request: WorkRequest) -> None:
         """Raise ValueError, with a message saying what to change, if the engine would reject it."""
+
     def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
         """Stream deltas; closing the iterator early aborts the request and frees its pages."""
+
     def abort(self, rid: str) -> None: ...
     def stats(self) -> dict[str, Any]: ...
     def flush_cache(self) -> bool: ...
     def check_idle_invariant(self) -> None: ...
     def failure(self) -> str | None:
         """Why the worker can no longer serve, or None while it is healthy."""
+
     def close(self) -> None: ...
 
 
@@ -89,7 +94,7 @@ class LocalWorker:
         self.tokenizer = engine.tokenizer
 
     @classmethod
-    def from_config(cls, engine_config: Any) -> "LocalWorker":
+    def from_config(cls, engine_config: Any) -> LocalWorker:
         from radixgate.engine import Engine
 
         return cls(Engine(engine_config))
@@ -100,8 +105,9 @@ class LocalWorker:
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         if getattr(self.tokenizer, "chat_template", None):
             kwargs = {"tools": tools} if tools else {}
-            return self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
-                                                      tokenize=False, **kwargs)
+            return self.tokenizer.apply_chat_template(
+                list(messages), add_generation_prompt=True, tokenize=False, **kwargs
+            )
         # A checkpoint without a chat template still gets a readable, stable prompt.
         parts = [FALLBACK_CHAT_ROLE_TAG.format(role=m["role"], content=m["content"]) for m in messages]
         return "".join(parts) + "<|assistant|>\n"
@@ -111,16 +117,24 @@ class LocalWorker:
             max_new_tokens=request.max_new_tokens,
             temperature=0.0 if request.temperature < SAMPLING_EPS else request.temperature,
             top_p=max(request.top_p, MIN_TOP_P),
-            top_k=request.top_k, min_p=request.min_p, seed=request.seed,
-            stop=list(request.stop) or None, stop_token_ids=list(request.stop_token_ids) or None,
-            ignore_eos=request.ignore_eos)
+            top_k=request.top_k,
+            min_p=request.min_p,
+            seed=request.seed,
+            stop=list(request.stop) or None,
+            stop_token_ids=list(request.stop_token_ids) or None,
+            ignore_eos=request.ignore_eos,
+        )
 
     def validate(self, request: WorkRequest) -> None:
         self.engine.validate(request.input_ids, self._sampling(request))
 
     def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
-        return self.engine.stream(input_ids=request.input_ids, sampling=self._sampling(request),
-                                  cache_salt=request.cache_salt, rid=request.rid)
+        return self.engine.stream(
+            input_ids=request.input_ids,
+            sampling=self._sampling(request),
+            cache_salt=request.cache_salt,
+            rid=request.rid,
+        )
 
     def abort(self, rid: str) -> None:
         self.engine.abort(rid)

@@ -7,6 +7,7 @@
 The command line is `promptlint` (`radixgate.linter.cli:main`). Nothing here imports torch,
 transformers or radixgate's engine or gateway.
 """
+
 from __future__ import annotations
 
 from .rules import RULES
@@ -16,8 +17,7 @@ from .violation import Violation
 __all__ = ["RULES", "Settings", "Violation", "lint_source"]
 
 
-def lint_source(source: str, filename: str = "<string>",
-                settings: Settings | None = None) -> list[Violation]:
+def lint_source(source: str, filename: str = "<string>", settings: Settings | None = None) -> list[Violation]:
     """The violations in `source` (default rules unless `settings` says otherwise)."""
     from .checker import check_source
 

@@ -1,4 +1,5 @@
 """`python -m radixgate.linter` runs promptlint."""
+
 import sys
 
 from .cli import main

@@ -1,4 +1,5 @@
 """The shape of a call's result: taint sources, sanitizers, string methods, module functions."""
+
 from __future__ import annotations
 
 import ast
@@ -6,22 +7,52 @@ from typing import TYPE_CHECKING
 
 from . import names
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle, UnsortedJsonDumps
-from .shape import (Change, Flaw, Kind, Part, Shape, derive, text, unknown, value, with_flaw,
-                    without_flaws)
+from .shape import Change, Flaw, Kind, Part, Shape, derive, text, unknown, value, with_flaw, without_flaws
 
 if TYPE_CHECKING:
-    from .evaluator import Evaluator
+    from .expressions import Evaluator
     from .scope import Scope
 
 _SORT_SANITIZED = frozenset({UnorderedIteration.code, UnseededShuffle.code, DirectoryOrder.code})
 _KEY_ORDER = frozenset({UnsortedJsonDumps.code, UnorderedIteration.code})  # what sort_keys fixes
-SAME_SHAPE_METHODS = frozenset({"strip", "lstrip", "rstrip", "upper", "lower", "title",
-                                "capitalize", "casefold", "expandtabs", "encode", "decode"})
-_PASS_THROUGH = frozenset({"str", "repr", "format", "ascii", "list", "tuple", "reversed",
-                           "textwrap.dedent", "inspect.cleandoc", "textwrap.indent",
-                           "enumerate", "iter"})
-_SCALAR = frozenset({"len", "bool", "any", "all", "sum", "min", "max", "isinstance", "hash",
-                     "id", "type", "callable", "hasattr", "round", "abs"})
+SAME_SHAPE_METHODS = frozenset(
+    {"strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize", "casefold", "expandtabs", "encode", "decode"}
+)
+_PASS_THROUGH = frozenset(
+    {
+        "str",
+        "repr",
+        "format",
+        "ascii",
+        "list",
+        "tuple",
+        "reversed",
+        "textwrap.dedent",
+        "inspect.cleandoc",
+        "textwrap.indent",
+        "enumerate",
+        "iter",
+    }
+)
+_SCALAR = frozenset(
+    {
+        "len",
+        "bool",
+        "any",
+        "all",
+        "sum",
+        "min",
+        "max",
+        "isinstance",
+        "hash",
+        "id",
+        "type",
+        "callable",
+        "hasattr",
+        "round",
+        "abs",
+    }
+)
 _READ_METHODS = frozenset({"read", "read_text", "readlines", "read_bytes"})
 
 
@@ -41,33 +72,32 @@ def _is_literal_data(node: ast.expr) -> bool:
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.Dict):
-        return all(k is not None and _is_literal_data(k) for k in node.keys) and \
-            all(_is_literal_data(v) for v in node.values)
+        return all(k is not None and _is_literal_data(k) for k in node.keys) and all(
+            _is_literal_data(v) for v in node.values
+        )
     if isinstance(node, (ast.List, ast.Tuple)):
         return all(_is_literal_data(e) for e in node.elts)
     return False
 
 
-def rng_seeded(ev: "Evaluator", receiver: ast.expr, scope: "Scope") -> bool | None:
+def rng_seeded(ev: Evaluator, receiver: ast.expr, scope: Scope) -> bool | None:
     """Whether `receiver` is a seeded random generator; None when it is not a known one."""
     if isinstance(receiver, ast.Name) and receiver.id in scope.rngs:
         return scope.rngs[receiver.id]
     return None
 
 
-def time_call(ev: "Evaluator", node: ast.Call, qual: str, scope: "Scope") -> Shape:
+def time_call(ev: Evaluator, node: ast.Call, qual: str, scope: Scope) -> Shape:
     position = names.EXPLICIT_TIME_ARG.get(qual)
     if position is not None and len(node.args) > position:
         return derive(ev.shape(node.args[position], scope), node)
     change = names.TIME_CALLS[qual]
     if qual == "time.strftime" and node.args and isinstance(node.args[0], ast.Constant):
         change = names.strftime_change(str(node.args[0].value))
-    return value(Kind.TIME, change, node, qual.rsplit(".", 2)[-2] + "." + qual.rsplit(".", 1)[-1]
-                 + "()")
+    return value(Kind.TIME, change, node, qual.rsplit(".", 2)[-2] + "." + qual.rsplit(".", 1)[-1] + "()")
 
 
-def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
-                hint: str | None) -> Shape | None:
+def method_call(ev: Evaluator, node: ast.Call, attr: str, scope: Scope, hint: str | None) -> Shape | None:
     """Shapes of method calls that promptlint understands; None for the rest."""
     receiver = node.func.value  # type: ignore[attr-defined]
     if attr == "format":
@@ -76,8 +106,11 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
             args = [ev.shape(a, scope) for a in node.args if not isinstance(a, ast.Starred)]
             kwargs = {kw.arg: ev.shape(kw.value, scope) for kw in node.keywords if kw.arg}
             spread = [kw.value for kw in node.keywords if kw.arg is None]
-            return ev.fill(found[0], found[1], args, kwargs, fallback=True) if not spread \
+            return (
+                ev.fill(found[0], found[1], args, kwargs, fallback=True)
+                if not spread
                 else ev.fill(found[0], found[1], args, kwargs)
+            )
     if attr == "join" and node.args:
         sep = ev.shape(receiver, scope)
         arg, width = node.args[0], sum(p.chars for p in sep)
@@ -88,16 +121,24 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
             return ev.list_shape(scope.lists[arg.id], scope, width)
         items = ev.element(node.args[0], scope)
         if isinstance(node.args[0], ast.Name):  # report unordered names where `sorted()` goes
-            items = tuple(p._replace(flaws=tuple(
-                f._replace(node=node.args[0]) if f.code == UnorderedIteration.code else f
-                for f in p.flaws)) for p in items)
+            items = tuple(
+                p._replace(
+                    flaws=tuple(
+                        f._replace(node=node.args[0]) if f.code == UnorderedIteration.code else f for f in p.flaws
+                    )
+                )
+                for p in items
+            )
         return derive(items, node, None) if not sep else derive(items + sep, node, None)
     if attr in ("strftime",):
         recv = ev.shape(receiver, scope)
         if recv and any(p.kind is Kind.TIME and p.change >= Change.PER_DAY for p in recv):
             fmt = node.args[0] if node.args else None
-            change = names.strftime_change(fmt.value) if isinstance(fmt, ast.Constant) \
-                and isinstance(fmt.value, str) else Change.PER_REQUEST
+            change = (
+                names.strftime_change(fmt.value)
+                if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str)
+                else Change.PER_REQUEST
+            )
             change = min(change, max(p.change for p in recv))
             return value(Kind.TIME, change, node, "strftime()")
         return derive(recv, node)
@@ -105,16 +146,26 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
         recv = ev.shape(receiver, scope)
         if recv and recv[0].kind is Kind.TIME:
             return value(Kind.TIME, min(recv[0].change, Change.PER_DAY), node, "date()")
-    if attr in ("strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize",
-                "casefold", "isoformat", "ctime", "timestamp", "hex"):
+    if attr in (
+        "strip",
+        "lstrip",
+        "rstrip",
+        "upper",
+        "lower",
+        "title",
+        "capitalize",
+        "casefold",
+        "isoformat",
+        "ctime",
+        "timestamp",
+        "hex",
+    ):
         return ev.shape(receiver, scope)
     if attr in _READ_METHODS:
         flaws = tuple(f for p in ev.shape(receiver, scope) for f in p.flaws)
         return (Part(Kind.DOC, Change.NEVER, 0, node, hint or "file contents", flaws),)
-    if attr in names.LISTDIR_METHODS and not (ev.module.qualname(node.func) or "").startswith(
-            "glob."):
-        return with_flaw(unknown(node, attr + "()"),
-                         Flaw(DirectoryOrder.code, node, f"`.{attr}()`"))
+    if attr in names.LISTDIR_METHODS and not (ev.module.qualname(node.func) or "").startswith("glob."):
+        return with_flaw(unknown(node, attr + "()"), Flaw(DirectoryOrder.code, node, f"`.{attr}()`"))
     seeded = rng_seeded(ev, receiver, scope)
     if seeded is not None and attr in ("sample", "choice", "choices", "permutation"):
         picked = derive(ev.shape(node.args[0], scope), node) if node.args else unknown(node)
@@ -127,11 +178,10 @@ def method_call(ev: "Evaluator", node: ast.Call, attr: str, scope: "Scope",
 
 
 def picked_value(seeded: bool, node: ast.Call) -> Shape:
-    return unknown(node, "seeded random") if seeded else \
-        value(Kind.RANDOM, Change.PER_REQUEST, node, "a random value")
+    return unknown(node, "seeded random") if seeded else value(Kind.RANDOM, Change.PER_REQUEST, node, "a random value")
 
 
-def call_shape(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None) -> Shape:
+def call_shape(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) -> Shape:
     """The shape of the value `node` returns."""
     qual = ev.module.qualname(node.func)
     arg0 = node.args[0] if node.args else None
@@ -150,8 +200,7 @@ def call_shape(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None
         if names.matches(qual, names.PROCESS_CALLS):
             return value(Kind.ID, Change.PER_PROCESS, node, qual + "()")
         if names.matches(qual, names.LISTDIR_CALLS):
-            return with_flaw(unknown(node, qual + "()"),
-                             Flaw(DirectoryOrder.code, node, f"`{qual}()`"))
+            return with_flaw(unknown(node, qual + "()"), Flaw(DirectoryOrder.code, node, f"`{qual}()`"))
         if qual == "sorted" and arg0 is not None:
             return without_flaws(ev.element(arg0, scope), _SORT_SANITIZED)
         if qual in ("json.dumps", "orjson.dumps") and arg0 is not None:
@@ -161,8 +210,7 @@ def call_shape(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None
             if _is_literal_data(arg0) or not ev.is_toolish(arg0):
                 return derive(inner, node)  # only tool and schema dicts are assembled from parts
             label = "`json.dumps` without `sort_keys=True`"
-            return with_flaw(inner, Flaw(UnsortedJsonDumps.code, node, label,
-                                         always=True))
+            return with_flaw(inner, Flaw(UnsortedJsonDumps.code, node, label, always=True))
         if qual in ("set", "frozenset") and arg0 is not None:
             flaw = Flaw(UnorderedIteration.code, node, f"`{qual}(...)`")
             return with_flaw(ev.element(arg0, scope), flaw)
@@ -181,14 +229,23 @@ def call_shape(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None
     return generic(ev, node, scope, hint)
 
 
-def generic(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None) -> Shape:
+def generic(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) -> Shape:
     """A call promptlint knows nothing about: its name, the name it is assigned to, then its
     arguments decide what it returns."""
-    func_name = node.func.attr if isinstance(node.func, ast.Attribute) else \
-        node.func.id if isinstance(node.func, ast.Name) else None
+    func_name = (
+        node.func.attr
+        if isinstance(node.func, ast.Attribute)
+        else node.func.id
+        if isinstance(node.func, ast.Name)
+        else None
+    )
     key = None
-    if func_name in ("get", "pop", "getlist", "get_json") and node.args \
-            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+    if (
+        func_name in ("get", "pop", "getlist", "get_json")
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    ):
         key = node.args[0].value  # `data.get("history")` is named by its key
     for label in (key, func_name, hint):
         if label and names.classify_name(label.removeprefix("get_")) is not None:
@@ -203,7 +260,7 @@ def generic(ev: "Evaluator", node: ast.Call, scope: "Scope", hint: str | None) -
     return unknown(node, func_name or "call")
 
 
-def function_return(ev: "Evaluator", name: str, node: ast.Call) -> Shape:
+def function_return(ev: Evaluator, name: str, node: ast.Call) -> Shape:
     """The shape a function of this module returns (its parameters unknown), computed once."""
     module = ev.module
     if name in module.returns:

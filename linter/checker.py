@@ -5,35 +5,67 @@ module body and every function, handing each prompt site to `ordering.check_site
 defines templates gets a first silent pass so that placeholders filled in one function are known
 when the template defined in another is checked.
 """
+
 from __future__ import annotations
 
 import ast
 import bisect
 import itertools
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
-from .evaluator import Evaluator
+from .expressions import Evaluator
 from .ordering import Finding, check_site
-from .prompts import Site
-from .rules import (RULES, DynamicBeforeCacheBreakpoint, DynamicBeforeStatic,
-                    DynamicInSystemPrompt, ShortStaticPrefix, TurnBeforeDocuments)
+from .rules import (
+    RULES,
+    DynamicBeforeCacheBreakpoint,
+    DynamicBeforeStatic,
+    DynamicInSystemPrompt,
+    ShortStaticPrefix,
+    TurnBeforeDocuments,
+)
 from .scope import Module, Scope
 from .settings import Settings
 from .shape import Kind
+from .sinks import Site
 from .violation import Violation
 from .walker import Walker
 
 #: Files without any of these words (lower-cased) cannot build a prompt promptlint recognizes.
-_TRIGGER_WORDS = ("prompt", "messages", "role", "template", "completion", "invoke", "system",
-                  "instruction", "preamble", "generate_content", "predict", "complete", ".post(")
+_TRIGGER_WORDS = (
+    "prompt",
+    "messages",
+    "role",
+    "template",
+    "completion",
+    "invoke",
+    "system",
+    "instruction",
+    "preamble",
+    "generate_content",
+    "predict",
+    "complete",
+    ".post(",
+)
 #: A statement or function none of whose lines has one of these cannot hold a prompt site or
 #: fill a template placeholder, so the walker does not look inside it.
-_HOT_WORDS = _TRIGGER_WORDS + ("create", "generate", "post", "format", "partial", "kwargs[",
-                               "inputs[", ".run(", ".stream(", "from_", "message")
+_HOT_WORDS = _TRIGGER_WORDS + (
+    "create",
+    "generate",
+    "post",
+    "format",
+    "partial",
+    "kwargs[",
+    "inputs[",
+    ".run(",
+    ".stream(",
+    "from_",
+    "message",
+)
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
-_ORDER_FAMILY = frozenset({DynamicBeforeStatic.code, DynamicInSystemPrompt.code,
-                           TurnBeforeDocuments.code, DynamicBeforeCacheBreakpoint.code})
+_ORDER_FAMILY = frozenset(
+    {DynamicBeforeStatic.code, DynamicInSystemPrompt.code, TurnBeforeDocuments.code, DynamicBeforeCacheBreakpoint.code}
+)
 
 
 class ParseFailure(Exception):
@@ -45,8 +77,7 @@ def check_source(source: str, filename: str, settings: Settings) -> list[Violati
     return check(source, filename, settings)[0]
 
 
-def check(source: str, filename: str,
-          settings: Settings) -> tuple[list[Violation], ast.Module | None]:
+def check(source: str, filename: str, settings: Settings) -> tuple[list[Violation], ast.Module | None]:
     """`check_source`, also returning the parsed tree (None when the file was not parsed)."""
     low = source.lower()
     if not any(word in low for word in _TRIGGER_WORDS):
@@ -111,8 +142,9 @@ def collect_module(tree: ast.Module, lines: list[str], low: str) -> Module:
         stmt = stack.pop()
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:
-                module.imports[alias.asname or alias.name.split(".")[0]] = \
+                module.imports[alias.asname or alias.name.split(".")[0]] = (
                     alias.name if alias.asname else alias.name.split(".")[0]
+                )
         elif isinstance(stmt, ast.ImportFrom) and stmt.module:
             for alias in stmt.names:
                 module.imports[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
@@ -123,8 +155,7 @@ def collect_module(tree: ast.Module, lines: list[str], low: str) -> Module:
             stack.extend(getattr(stmt, "orelse", []))
             for handler in getattr(stmt, "handlers", []):
                 stack.extend(handler.body)
-        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
-                and isinstance(stmt.targets[0], ast.Name):
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             found = Evaluator(module).literal(stmt.value, Scope())
             if found is not None:
                 name = stmt.targets[0].id
@@ -159,9 +190,18 @@ def _to_violation(finding: Finding, filename: str, span: tuple[int, int]) -> Vio
     end_row = getattr(node, "end_lineno", None) or row
     end_col = (getattr(node, "end_col_offset", None) or col - 1) + 1
     holder_end = getattr(node, "holder_end", end_row)
-    return Violation(rule.code, rule.format(**finding.fields), filename, row, col, end_row,
-                     end_col, rule.severity(finding.change), None,
-                     (span[0], max(span[1], holder_end)))
+    return Violation(
+        rule.code,
+        rule.format(**finding.fields),
+        filename,
+        row,
+        col,
+        end_row,
+        end_col,
+        rule.severity(finding.change),
+        None,
+        (span[0], max(span[1], holder_end)),
+    )
 
 
 def _short_prefix(site: Site, minimum: int) -> Finding | None:
@@ -201,13 +241,14 @@ def _dedupe(violations: list[Violation]) -> list[Violation]:
 
 def _string_ends(tree: ast.Module) -> list[tuple[int, int]]:
     """(first, last) lines of every multi-line string literal."""
-    return [(n.lineno, n.end_lineno) for n in ast.walk(tree)
-            if isinstance(n, (ast.JoinedStr, ast.Constant)) and n.end_lineno
-            and n.end_lineno > n.lineno]
+    return [
+        (n.lineno, n.end_lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.JoinedStr, ast.Constant)) and n.end_lineno and n.end_lineno > n.lineno
+    ]
 
 
-def _suppress(violations: list[Violation], lines: list[str],
-              strings: list[tuple[int, int]]) -> list[Violation]:
+def _suppress(violations: list[Violation], lines: list[str], strings: list[tuple[int, int]]) -> list[Violation]:
     """Drop violations with `# noqa[: CODES]` or `# promptlint: disable=CODES` on their first or
     last line, or after the closing quotes of the multi-line string they sit in."""
     kept = []

@@ -3,23 +3,40 @@
 Exit status: 0 no findings, 1 findings, 2 promptlint itself failed (bad configuration, an
 unreadable or unparsable file, unreadable statistics): its message on stderr, never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
 import gc
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from . import fixes, reporters
 from .rules import RULES, MeasuredWaste, explain
 from .settings import ConfigError, Settings, find_pyproject, load_settings
 from .violation import Violation
 
-_SKIP_DIRS = frozenset({".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", ".tox",
-                        ".nox", "build", "dist", ".mypy_cache", ".ruff_cache", ".pytest_cache",
-                        "site-packages", ".eggs"})
+_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "node_modules",
+        ".tox",
+        ".nox",
+        "build",
+        "dist",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        "site-packages",
+        ".eggs",
+    }
+)
 
 
 def tune_gc() -> None:
@@ -39,28 +56,38 @@ def _codes(values: list[str] | None) -> tuple[str, ...] | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="promptlint", description="Find cache-hostile prompt construction in Python code.")
+    p = argparse.ArgumentParser(prog="promptlint", description="Find cache-hostile prompt construction in Python code.")
     p.add_argument("paths", nargs="*", help="files or folders to check (default: .)")
-    p.add_argument("--select", action="append",
-                   help="rule codes or prefixes to enable (replaces the default)")
+    p.add_argument("--select", action="append", help="rule codes or prefixes to enable (replaces the default)")
     p.add_argument("--extend-select", action="append", help="rule codes or prefixes to add")
     p.add_argument("--ignore", action="append", help="rule codes or prefixes to disable")
-    p.add_argument("--format", "--output-format", dest="format", default="text",
-                   choices=sorted(reporters.REPORTERS), help="output format (default: text)")
+    p.add_argument(
+        "--format",
+        "--output-format",
+        dest="format",
+        default="text",
+        choices=sorted(reporters.REPORTERS),
+        help="output format (default: text)",
+    )
     p.add_argument("--fix", action="store_true", help="apply safe fixes")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     p.add_argument("--statistics", action="store_true", help="print counts per rule")
-    p.add_argument("--stats", metavar="URL_OR_FILE",
-                   help="the gateway's /v1/prompt_stats (URL) or a saved copy (file)")
-    p.add_argument("--stats-api-key", metavar="KEY", default=os.environ.get("RADIXGATE_API_KEY"),
-                   help="API key for a gateway with tenants (default: $RADIXGATE_API_KEY)")
+    p.add_argument("--stats", metavar="URL_OR_FILE", help="the gateway's /v1/prompt_stats (URL) or a saved copy (file)")
+    p.add_argument(
+        "--stats-api-key",
+        metavar="KEY",
+        default=os.environ.get("RADIXGATE_API_KEY"),
+        help="API key for a gateway with tenants (default: $RADIXGATE_API_KEY)",
+    )
     p.add_argument("--explain", metavar="CODE", help="show a rule's documentation and exit")
     p.add_argument("--config", metavar="PYPROJECT", help="read settings from this pyproject.toml")
     p.add_argument("--isolated", action="store_true", help="ignore configuration files")
-    p.add_argument("--force-exclude", action="store_true",
-                   help="apply `exclude` to paths given on the command line too (pre-commit)")
+    p.add_argument(
+        "--force-exclude",
+        action="store_true",
+        help="apply `exclude` to paths given on the command line too (pre-commit)",
+    )
     p.add_argument("--min-static-tokens", type=int, help="KV301 threshold (default 1024)")
     p.add_argument("--output-file", "-o", help="write the report here instead of stdout")
     p.add_argument("--version", action="store_true", help="print the version and exit")
@@ -76,10 +103,12 @@ def _settings(args: argparse.Namespace) -> Settings:
         base = load_settings(Path(args.config))
     else:
         base = load_settings(find_pyproject(Path.cwd()))
-    return base.override(select=_codes(args.select),
-                         extend_select=(base.extend_select + (_codes(args.extend_select) or ())),
-                         ignore=(base.ignore + (_codes(args.ignore) or ())),
-                         min_static_tokens=args.min_static_tokens)
+    return base.override(
+        select=_codes(args.select),
+        extend_select=(base.extend_select + (_codes(args.extend_select) or ())),
+        ignore=(base.ignore + (_codes(args.ignore) or ())),
+        min_static_tokens=args.min_static_tokens,
+    )
 
 
 def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Iterator[Path]:
@@ -92,8 +121,7 @@ def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Ite
                 yield path
         elif path.is_dir():
             for folder, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS
-                                 and not settings.is_excluded(Path(folder) / d))
+                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not settings.is_excluded(Path(folder) / d))
                 for name in sorted(files):
                     file = Path(folder) / name
                     if name.endswith((".py", ".pyi")) and not settings.is_excluded(file):
@@ -102,8 +130,7 @@ def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Ite
             raise ToolFailure(f"{raw}: no such file or directory")
 
 
-def lint_file(path: Path, settings: Settings, apply_fixes: bool,
-              unsafe: bool) -> tuple[list[Violation], int]:
+def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -> tuple[list[Violation], int]:
     """Lint one file, applying fixes when asked; the violations that remain and how many
     were fixed."""
     from .checker import ParseFailure, check
@@ -124,8 +151,7 @@ def lint_file(path: Path, settings: Settings, apply_fixes: bool,
     except ParseFailure as exc:
         raise ToolFailure(str(exc)) from None
     except RecursionError:  # a limit of the analysis, not a fault of the file: say so, go on
-        print(f"promptlint: warning: {path}: skipped, expressions nested too deeply to analyze",
-              file=sys.stderr)
+        print(f"promptlint: warning: {path}: skipped, expressions nested too deeply to analyze", file=sys.stderr)
         return [], 0
     except Exception as exc:  # a promptlint bug: name the file so it can be reported
         raise ToolFailure(f"{path}: internal error: {type(exc).__name__}: {exc}") from None
@@ -154,16 +180,20 @@ def run(args: argparse.Namespace) -> int:
     if fixed:
         print(f"Fixed {fixed} error{'s' if fixed != 1 else ''}.", file=sys.stderr)
     if args.stats:
-        from . import stats
+        from . import hit_rates
 
         try:
-            templates = stats.load(args.stats, args.stats_api_key)
-        except stats.StatsError as exc:
+            templates = hit_rates.load(args.stats, args.stats_api_key)
+        except hit_rates.StatsError as exc:
             raise ToolFailure(str(exc)) from None
-        violations = stats.apply(violations, templates, [f.as_posix() for f in files],
-                                 settings.is_enabled(MeasuredWaste.code))
-    report = reporters.statistics(violations) if args.statistics and args.format == "text" \
+        violations = hit_rates.apply(
+            violations, templates, [f.as_posix() for f in files], settings.is_enabled(MeasuredWaste.code)
+        )
+    report = (
+        reporters.statistics(violations)
+        if args.statistics and args.format == "text"
         else reporters.REPORTERS[args.format](violations)
+    )
     if args.output_file:
         Path(args.output_file).write_text(report, encoding="utf-8")
     else:

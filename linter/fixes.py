@@ -2,6 +2,7 @@
 the order of things whose order never mattered to the program. Unsafe (`--unsafe-fixes`): for
 KV101 inside one f-string, move the leading dynamic sentence after the static text; that
 changes what the model reads, so it is never applied by `--fix` alone."""
+
 from __future__ import annotations
 
 import ast
@@ -16,11 +17,9 @@ def _char_col(line: str, byte_col: int) -> int:
     return len(line.encode()[:byte_col].decode(errors="replace"))
 
 
-def attach(source: str, violations: list[Violation],
-           tree: ast.Module | None = None) -> list[Violation]:
+def attach(source: str, violations: list[Violation], tree: ast.Module | None = None) -> list[Violation]:
     """`violations` with a `fix` where promptlint knows one (`tree`: the parsed `source`)."""
-    fixable = {UnsortedJsonDumps.code, UnorderedIteration.code, DirectoryOrder.code,
-               DynamicBeforeStatic.code}
+    fixable = {UnsortedJsonDumps.code, UnorderedIteration.code, DirectoryOrder.code, DynamicBeforeStatic.code}
     if not any(v.code in fixable for v in violations):
         return violations
     tree = tree or ast.parse(source)
@@ -39,8 +38,7 @@ def attach(source: str, violations: list[Violation],
             elif node is not None and v.code in (UnorderedIteration.code, DirectoryOrder.code):
                 fix = _wrap_sorted(node, parent, lines)
             elif v.code == DynamicBeforeStatic.code:
-                fstring = next((n for n, _ in path if isinstance(n, ast.JoinedStr)
-                                and _holds(n, (v.row, v.col))), None)
+                fstring = next((n for n, _ in path if isinstance(n, ast.JoinedStr) and _holds(n, (v.row, v.col))), None)
                 if fstring is not None:
                     fix = _move_head(fstring, (v.row, v.col), lines)
         out.append(v._replace(fix=fix) if fix else v)
@@ -68,12 +66,15 @@ def _path_to(tree: ast.AST, row: int) -> list[tuple[ast.AST, ast.AST | None]]:
     return path
 
 
-def _find(path: list[tuple[ast.AST, ast.AST | None]],
-          span: tuple[int, int, int, int]) -> tuple[ast.AST | None, ast.AST | None]:
+def _find(
+    path: list[tuple[ast.AST, ast.AST | None]], span: tuple[int, int, int, int]
+) -> tuple[ast.AST | None, ast.AST | None]:
     """The outermost expression with exactly `span` (1-based columns) and its parent."""
     for node, parent in path:
-        if isinstance(node, ast.expr) and (node.lineno, node.col_offset + 1, node.end_lineno,
-                                           (node.end_col_offset or 0) + 1) == span:
+        if (
+            isinstance(node, ast.expr)
+            and (node.lineno, node.col_offset + 1, node.end_lineno, (node.end_col_offset or 0) + 1) == span
+        ):
             return node, parent
     return None, None
 
@@ -96,23 +97,33 @@ def _wrap_sorted(node: ast.AST, parent: ast.AST | None, lines: list[str]) -> Fix
             return None
     # Only where the value is iterated, so a list in place of a set reads the same.
     iterated = isinstance(parent, (ast.For, ast.comprehension)) or (
-        isinstance(parent, ast.Call) and node in parent.args and (
+        isinstance(parent, ast.Call)
+        and node in parent.args
+        and (
             (isinstance(parent.func, ast.Attribute) and parent.func.attr in ("join", "extend"))
-            or (isinstance(parent.func, ast.Name) and parent.func.id in ("list", "tuple"))))
+            or (isinstance(parent.func, ast.Name) and parent.func.id in ("list", "tuple"))
+        )
+    )
     if not iterated or not hasattr(node, "end_lineno"):
         return None
     start_line, end_line = lines[node.lineno - 1], lines[node.end_lineno - 1]
     start = _char_col(start_line, node.col_offset)
     end = _char_col(end_line, node.end_col_offset)
-    return Fix("Wrap in `sorted(...)`", "safe",
-               (Edit(node.lineno, start, node.lineno, start, "sorted("),
-                Edit(node.end_lineno, end, node.end_lineno, end, ")")))
+    return Fix(
+        "Wrap in `sorted(...)`",
+        "safe",
+        (
+            Edit(node.lineno, start, node.lineno, start, "sorted("),
+            Edit(node.end_lineno, end, node.end_lineno, end, ")"),
+        ),
+    )
 
 
 def _holds(fstring: ast.JoinedStr, where: tuple[int, int]) -> bool:
     """Whether one of the f-string's own placeholders starts at `where` (1-based column)."""
-    return any(isinstance(v, ast.FormattedValue)
-               and (v.value.lineno, v.value.col_offset + 1) == where for v in fstring.values)
+    return any(
+        isinstance(v, ast.FormattedValue) and (v.value.lineno, v.value.col_offset + 1) == where for v in fstring.values
+    )
 
 
 def _move_head(fstring: ast.JoinedStr, where: tuple[int, int], lines: list[str]) -> Fix | None:
@@ -122,25 +133,30 @@ def _move_head(fstring: ast.JoinedStr, where: tuple[int, int], lines: list[str])
     last = max((i for i, v in enumerate(values) if isinstance(v, ast.FormattedValue)), default=-1)
     if last < 0:
         return None
-    if not any((v.value.lineno, v.value.col_offset + 1) == where for v in values[:last + 1]
-               if isinstance(v, ast.FormattedValue)):
+    if not any(
+        (v.value.lineno, v.value.col_offset + 1) == where
+        for v in values[: last + 1]
+        if isinstance(v, ast.FormattedValue)
+    ):
         return None
-    rest = values[last + 1:]
+    rest = values[last + 1 :]
     if not rest or not isinstance(rest[0], ast.Constant) or fstring.end_lineno is None:
         return None
     tail_text = "".join(str(v.value) for v in rest)
-    cut = min((i + len(b) for b in (". ", ".\n", "\n") if (i := tail_text.find(b)) >= 0),
-              default=-1)
+    cut = min((i + len(b) for b in (". ", ".\n", "\n") if (i := tail_text.find(b)) >= 0), default=-1)
     if not 0 <= cut <= 24:  # no short end of sentence after the value: move the value alone
         cut = len(tail_text) - len(tail_text.lstrip(" \t\n.,;:|-"))
     if not tail_text[cut:].strip():
         return None
-    head = list(values[:last + 1]) + [ast.Constant(tail_text[:cut].rstrip())]
+    head = list(values[: last + 1]) + [ast.Constant(tail_text[:cut].rstrip())]
     moved = ast.JoinedStr([ast.Constant(tail_text[cut:].rstrip() + "\n"), *head])
     start = _char_col(lines[fstring.lineno - 1], fstring.col_offset)
     end = _char_col(lines[fstring.end_lineno - 1], fstring.end_col_offset or 0)
-    return Fix("Move the dynamic sentence after the static text", "unsafe",
-               (Edit(fstring.lineno, start, fstring.end_lineno, end, ast.unparse(moved)),))
+    return Fix(
+        "Move the dynamic sentence after the static text",
+        "unsafe",
+        (Edit(fstring.lineno, start, fstring.end_lineno, end, ast.unparse(moved)),),
+    )
 
 
 def apply(source: str, violations: list[Violation], unsafe: bool = False) -> tuple[str, int]:
@@ -160,8 +176,7 @@ def apply(source: str, violations: list[Violation], unsafe: bool = False) -> tup
     for v in violations:
         if v.fix is None or (v.fix.applicability != "safe" and not unsafe):
             continue
-        spans = [(position(e.row, e.col), position(e.end_row, e.end_col), e.content)
-                 for e in v.fix.edits]
+        spans = [(position(e.row, e.col), position(e.end_row, e.end_col), e.content) for e in v.fix.edits]
         lo, hi = min(s for s, _, _ in spans), max(e for _, e, _ in spans)
         if any(lo <= b and a <= hi for a, b in taken):
             continue

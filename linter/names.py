@@ -6,6 +6,7 @@ Two kinds of evidence, in decreasing strength:
 2. the words of an identifier (`user_id`, `question`, `chat_history`, `retrieved_docs`),
    used only where the code gives nothing better (parameters, attributes, unknown calls).
 """
+
 from __future__ import annotations
 
 import functools
@@ -36,16 +37,28 @@ TIME_CALLS: dict[str, Change] = {
 }
 
 #: Calls that take an explicit time argument at this position: with it they are not clocks.
-EXPLICIT_TIME_ARG = {"time.strftime": 1, "time.ctime": 0, "time.asctime": 0,
-                     "time.localtime": 0, "time.gmtime": 0}
+EXPLICIT_TIME_ARG = {"time.strftime": 1, "time.ctime": 0, "time.asctime": 0, "time.localtime": 0, "time.gmtime": 0}
 
 ID_CALLS = ("uuid.uuid1", "uuid.uuid4", "uuid.uuid7", "os.urandom", "secrets.")
-RANDOM_VALUE_CALLS = ("random.random", "random.randint", "random.uniform", "random.randrange",
-                      "random.getrandbits", "random.gauss", "numpy.random.rand",
-                      "numpy.random.randint", "numpy.random.random")
+RANDOM_VALUE_CALLS = (
+    "random.random",
+    "random.randint",
+    "random.uniform",
+    "random.randrange",
+    "random.getrandbits",
+    "random.gauss",
+    "numpy.random.rand",
+    "numpy.random.randint",
+    "numpy.random.random",
+)
 #: Calls that pick or reorder items of a collection at random (KV203 when unseeded).
-RANDOM_PICK_CALLS = ("random.sample", "random.choice", "random.choices",
-                     "numpy.random.choice", "numpy.random.permutation")
+RANDOM_PICK_CALLS = (
+    "random.sample",
+    "random.choice",
+    "random.choices",
+    "numpy.random.choice",
+    "numpy.random.permutation",
+)
 RANDOM_SHUFFLE_CALLS = ("random.shuffle", "numpy.random.shuffle")
 PROCESS_CALLS = ("os.getpid", "socket.gethostname", "threading.get_ident")
 #: Calls that list a directory in file-system order (KV204 unless sorted).
@@ -57,28 +70,99 @@ _TIME_OF_DAY = re.compile(r"%[HIMSpfXcsTRrk]")
 _SPLIT = re.compile(r"[^a-z0-9]+|(?<=[a-z])(?=[0-9])")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
-_ID_OWNERS = frozenset({"user", "session", "customer", "account", "tenant", "conversation",
-                        "chat", "client", "member", "org", "thread", "visitor", "patient",
-                        "employee", "player", "student"})
+_ID_OWNERS = frozenset(
+    {
+        "user",
+        "session",
+        "customer",
+        "account",
+        "tenant",
+        "conversation",
+        "chat",
+        "client",
+        "member",
+        "org",
+        "thread",
+        "visitor",
+        "patient",
+        "employee",
+        "player",
+        "student",
+    }
+)
 _REQUEST_ID_OWNERS = frozenset({"request", "req", "trace", "run", "message", "call", "event"})
-_USER_WORDS = frozenset({"user", "username", "userid", "uid", "customer", "email", "sessionid",
-                         "userinfo", "tenant"})
+_USER_WORDS = frozenset({"user", "username", "userid", "uid", "customer", "email", "sessionid", "userinfo", "tenant"})
 _TIME_WORDS = frozenset({"now", "timestamp", "time", "datetime", "ts", "clock"})
 _DAY_WORDS = frozenset({"today", "date"})
 _TURN_WORDS = frozenset({"question", "query", "input", "utterance", "ask", "inquiry", "scratchpad"})
-_HISTORY_WORDS = frozenset({"history", "histories", "conversation", "conversations",
-                            "transcript", "memory", "memories", "turns"})
-_DOC_WORDS = frozenset({"doc", "docs", "document", "documents", "context", "contexts", "passage",
-                        "passages", "chunk", "chunks", "retrieved", "article", "articles",
-                        "snippets", "knowledge", "sources", "references", "excerpts", "corpus"})
+_HISTORY_WORDS = frozenset(
+    {"history", "histories", "conversation", "conversations", "transcript", "memory", "memories", "turns"}
+)
+_DOC_WORDS = frozenset(
+    {
+        "doc",
+        "docs",
+        "document",
+        "documents",
+        "context",
+        "contexts",
+        "passage",
+        "passages",
+        "chunk",
+        "chunks",
+        "retrieved",
+        "article",
+        "articles",
+        "snippets",
+        "knowledge",
+        "sources",
+        "references",
+        "excerpts",
+        "corpus",
+    }
+)
 #: Trailing words that only say how a value is written: `now_str`, `timestamp_utc`.
 _MODIFIERS = frozenset({"str", "string", "iso", "formatted", "utc", "local", "kst", "gmt"})
 #: Words that make an identifier name a fixed thing even if it also names a dynamic one.
-_STATIC_WORDS = frozenset({"format", "instructions", "template", "prompt", "system", "schema",
-                           "tools", "examples", "persona", "rules", "style", "type", "types",
-                           "name", "names", "field", "fields", "model", "count", "len", "max",
-                           "min", "limit", "key", "keys", "path", "dir", "url", "zone", "tz",
-                           "timezone", "format_instructions", "fmt", "label", "prefix"})
+_STATIC_WORDS = frozenset(
+    {
+        "format",
+        "instructions",
+        "template",
+        "prompt",
+        "system",
+        "schema",
+        "tools",
+        "examples",
+        "persona",
+        "rules",
+        "style",
+        "type",
+        "types",
+        "name",
+        "names",
+        "field",
+        "fields",
+        "model",
+        "count",
+        "len",
+        "max",
+        "min",
+        "limit",
+        "key",
+        "keys",
+        "path",
+        "dir",
+        "url",
+        "zone",
+        "tz",
+        "timezone",
+        "format_instructions",
+        "fmt",
+        "label",
+        "prefix",
+    }
+)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -98,8 +182,7 @@ def classify_name(identifier: str) -> tuple[Kind, Change] | None:
         return None
     tail = ws[-3:]
     last = ws[-1]
-    if len(ws) > 1 and (ws[-2] in _ID_OWNERS or ws[-2] == "user") \
-            and last in ("name", "email", "handle", "username"):
+    if len(ws) > 1 and (ws[-2] in _ID_OWNERS or ws[-2] == "user") and last in ("name", "email", "handle", "username"):
         return Kind.ID, Change.PER_SESSION
     if last in _STATIC_WORDS or (len(ws) > 1 and ws[-2] in ("format", "max", "num")):
         return None

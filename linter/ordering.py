@@ -14,15 +14,15 @@ text, a document, or a later dynamic value that keeps the flawed value inside th
 always for tool schemas and system prompts. Nothing is reported for values that come after all
 static content: that is where dynamic content belongs.
 """
+
 from __future__ import annotations
 
 import ast
 from typing import NamedTuple
 
-from .prompts import Site
-from .rules import (DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt,
-                    TurnBeforeDocuments)
+from .rules import DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt, TurnBeforeDocuments
 from .shape import Change, Kind, Part
+from .sinks import Site
 
 
 class Finding(NamedTuple):
@@ -35,11 +35,18 @@ class Finding(NamedTuple):
 
 
 def _describe(part: Part) -> str:
-    how = {Change.PER_REQUEST: "changes every request", Change.PER_SESSION: "changes per user",
-           Change.PER_DAY: "changes daily"}.get(part.change, "")
-    kind = {Kind.TIME: "timestamp", Kind.ID: "identifier", Kind.RANDOM: "random value",
-            Kind.TURN: "per-turn input",
-            Kind.HISTORY: "conversation history"}.get(part.kind, "value")
+    how = {
+        Change.PER_REQUEST: "changes every request",
+        Change.PER_SESSION: "changes per user",
+        Change.PER_DAY: "changes daily",
+    }.get(part.change, "")
+    kind = {
+        Kind.TIME: "timestamp",
+        Kind.ID: "identifier",
+        Kind.RANDOM: "random value",
+        Kind.TURN: "per-turn input",
+        Kind.HISTORY: "conversation history",
+    }.get(part.kind, "value")
     return f"{kind} `{part.label}` ({how})" if how else f"{kind} `{part.label}`"
 
 
@@ -48,7 +55,7 @@ def check_site(site: Site, min_static_chars: int) -> list[Finding]:
     findings: list[Finding] = []
     reported: set[tuple[str, str]] = set()  # one finding per value and rule in a prompt
     for index, (part, seg, role) in enumerate(flat):
-        rest = flat[index + 1:]
+        rest = flat[index + 1 :]
         if part.is_dynamic and (site.confidence == "high" or part.change >= Change.PER_SESSION):
             finding = _dynamic(part, seg, role, rest, min_static_chars, site.confidence)
             if finding is not None and (finding.code, part.label) not in reported:
@@ -61,31 +68,28 @@ def check_site(site: Site, min_static_chars: int) -> list[Finding]:
     return findings
 
 
-def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
-             confidence: str) -> Finding | None:
+def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int, confidence: str) -> Finding | None:
     label = _describe(part)
     node = part.node
     if any(p.kind is Kind.BREAK for p, _, _ in rest):
         return Finding(DynamicBeforeCacheBreakpoint.code, node, {"label": label}, part.change)
     doc = next((p for p, _, _ in rest if p.kind is Kind.DOC), None)
     if doc is not None and part.kind in (Kind.TURN, Kind.HISTORY):
-        return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label},
-                       part.change)
+        return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label}, part.change)
     same = _longest_static_run([p for p, s, _ in rest if s == seg])
     total = _longest_static_run([p for p, _, _ in rest])
     if same >= threshold:
-        return Finding(DynamicBeforeStatic.code, node, {"label": label, "what": _chars(same)},
-                       part.change)
+        return Finding(DynamicBeforeStatic.code, node, {"label": label, "what": _chars(same)}, part.change)
     if total >= threshold and confidence == "high":
         code = DynamicInSystemPrompt.code if role == "system" else DynamicBeforeStatic.code
         return Finding(code, node, {"label": label, "what": _chars(total)}, part.change)
     if doc is not None and confidence == "high":
-        return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label},
-                       part.change)
+        return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label}, part.change)
     history = any(p.kind is Kind.HISTORY for p, _, _ in rest)
     if history and part.change is Change.PER_REQUEST and part.kind is not Kind.HISTORY:
-        return Finding(DynamicBeforeStatic.code, node,
-                       {"label": label, "what": "the conversation history"}, part.change)
+        return Finding(
+            DynamicBeforeStatic.code, node, {"label": label, "what": "the conversation history"}, part.change
+        )
     return None
 
 

@@ -4,14 +4,20 @@ Detection lives in `ordering.py` (it reads the whole prompt at once); a rule her
 finding is called, how it reads and how severe it is. `docs/rules.md` and `promptlint --explain`
 are generated from these docstrings.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
 
 from .shape import Change
 
-_SEVERITY = {Change.PER_REQUEST: "error", Change.PER_SESSION: "warning",
-             Change.PER_DAY: "info", Change.PER_PROCESS: "info", Change.NEVER: "info"}
+_SEVERITY = {
+    Change.PER_REQUEST: "error",
+    Change.PER_SESSION: "warning",
+    Change.PER_DAY: "info",
+    Change.PER_PROCESS: "info",
+    Change.NEVER: "info",
+}
 
 
 class Rule:
@@ -307,10 +313,21 @@ class MeasuredWaste(Rule):
     severity_floor = "warning"
 
 
-RULES: dict[str, Rule] = {cls.code: cls() for cls in (
-    DynamicBeforeStatic, DynamicInSystemPrompt, TurnBeforeDocuments, DynamicBeforeCacheBreakpoint,
-    UnsortedJsonDumps, UnorderedIteration, UnseededShuffle, DirectoryOrder, ShortStaticPrefix,
-    MeasuredWaste)}
+RULES: dict[str, Rule] = {
+    cls.code: cls()
+    for cls in (
+        DynamicBeforeStatic,
+        DynamicInSystemPrompt,
+        TurnBeforeDocuments,
+        DynamicBeforeCacheBreakpoint,
+        UnsortedJsonDumps,
+        UnorderedIteration,
+        UnseededShuffle,
+        DirectoryOrder,
+        ShortStaticPrefix,
+        MeasuredWaste,
+    )
+}
 
 
 def explain(code: str) -> str:

@@ -1,5 +1,6 @@
 """What the checker knows about names: the module (imports, constants, templates, functions) and
 the function being read (its local values and lists)."""
+
 from __future__ import annotations
 
 import ast
@@ -73,12 +74,20 @@ class Scope:
     in_loop: bool = False
     depth: int = 0  # how many conditional blocks (if, for, while, try) enclose the statement
 
-    def child(self) -> "Scope":
+    def child(self) -> Scope:
         """A scope for a comprehension: reads see the parent's names, writes stay local."""
-        return Scope(dict(self.values), dict(self.lists), dict(self.literals),
-                     dict(self.literal_nodes), dict(self.rngs), set(self.prompts),
-                     dict(self.exprs), self.is_module, self.in_loop,
-                     self.depth)
+        return Scope(
+            dict(self.values),
+            dict(self.lists),
+            dict(self.literals),
+            dict(self.literal_nodes),
+            dict(self.rngs),
+            set(self.prompts),
+            dict(self.exprs),
+            self.is_module,
+            self.in_loop,
+            self.depth,
+        )
 
 
 def dotted(node: ast.expr) -> str | None:

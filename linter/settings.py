@@ -10,6 +10,7 @@ min-static-tokens = 1024       # KV301: the provider's minimum cacheable prefix
 min-static-chars = 80          # KV101/KV102: static text after a dynamic value worth reporting
 ```
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -20,8 +21,7 @@ from .rules import RULES
 
 DEFAULT_MIN_STATIC_TOKENS = 1024
 DEFAULT_MIN_STATIC_CHARS = 80
-_KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "min-static-tokens",
-         "min-static-chars"}
+_KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "min-static-tokens", "min-static-chars"}
 
 
 class ConfigError(Exception):
@@ -43,8 +43,7 @@ class Settings:
     def __post_init__(self) -> None:
         for code in (self.select or ()) + self.extend_select + self.ignore:
             if not any(c.startswith(code.upper()) for c in RULES):
-                raise ConfigError(f"unknown rule code or prefix {code!r} "
-                                  f"(known: {', '.join(RULES)})")
+                raise ConfigError(f"unknown rule code or prefix {code!r} (known: {', '.join(RULES)})")
         if self.min_static_tokens < 1 or self.min_static_chars < 1:
             raise ConfigError("min-static-tokens and min-static-chars must be positive")
         object.__setattr__(self, "_enabled", self._resolve())
@@ -73,12 +72,11 @@ class Settings:
             rel = path.as_posix()
         for pattern in self.exclude:
             pattern = pattern.rstrip("/")
-            if fnmatch.fnmatch(rel, pattern) or rel.startswith(pattern + "/") or \
-                    fnmatch.fnmatch(path.name, pattern):
+            if fnmatch.fnmatch(rel, pattern) or rel.startswith(pattern + "/") or fnmatch.fnmatch(path.name, pattern):
                 return True
         return False
 
-    def override(self, **changes: object) -> "Settings":
+    def override(self, **changes: object) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
@@ -107,8 +105,7 @@ def load_settings(path: Path | None) -> Settings:
     unknown = set(table) - _KEYS
     if unknown:
         names = ", ".join(sorted(unknown))
-        raise ConfigError(f"{path}: unknown key(s) in [tool.promptlint]: {names}"
-                          f" (known: {', '.join(sorted(_KEYS))})")
+        raise ConfigError(f"{path}: unknown key(s) in [tool.promptlint]: {names} (known: {', '.join(sorted(_KEYS))})")
 
     def strings(key: str) -> tuple[str, ...]:
         value = table.get(key, [])
@@ -123,11 +120,14 @@ def load_settings(path: Path | None) -> Settings:
         return value
 
     try:
-        return Settings(select=strings("select") if "select" in table else None,
-                        extend_select=strings("extend-select"), ignore=strings("ignore"),
-                        exclude=strings("exclude") + strings("extend-exclude"),
-                        root=path.parent,
-                        min_static_tokens=integer("min-static-tokens", DEFAULT_MIN_STATIC_TOKENS),
-                        min_static_chars=integer("min-static-chars", DEFAULT_MIN_STATIC_CHARS))
+        return Settings(
+            select=strings("select") if "select" in table else None,
+            extend_select=strings("extend-select"),
+            ignore=strings("ignore"),
+            exclude=strings("exclude") + strings("extend-exclude"),
+            root=path.parent,
+            min_static_tokens=integer("min-static-tokens", DEFAULT_MIN_STATIC_TOKENS),
+            min_static_chars=integer("min-static-chars", DEFAULT_MIN_STATIC_CHARS),
+        )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -6,6 +6,7 @@ value (what it is and how often it changes), a shared document, an unknown value
 order is not (a set joined into text, an unseeded shuffle, `os.listdir` order, `json.dumps`
 without `sort_keys`). The rules read shapes; nothing here knows about rules.
 """
+
 from __future__ import annotations
 
 import ast
@@ -92,8 +93,7 @@ def flaws_of(shape: Shape) -> tuple[Flaw, ...]:
     return tuple(seen.values())
 
 
-def derive(shape: Shape, node: ast.AST | None, label: str | None = None,
-           extra_flaws: tuple[Flaw, ...] = ()) -> Shape:
+def derive(shape: Shape, node: ast.AST | None, label: str | None = None, extra_flaws: tuple[Flaw, ...] = ()) -> Shape:
     """One opaque value computed from `shape` (a call, a conversion): it is as dynamic as the
     most dynamic thing it was computed from and keeps every flaw. Static input stays static."""
     flaws = flaws_of(shape) + extra_flaws
@@ -104,8 +104,7 @@ def derive(shape: Shape, node: ast.AST | None, label: str | None = None,
             return (Part(Kind.TEXT, Change.NEVER, chars, node, label or "text", flaws),)
         return text(chars, node)
     top = max(dynamic, key=lambda p: (p.kind in DYNAMIC_KINDS, p.change, p.kind is Kind.DOC))
-    return (Part(top.kind, top.change, 0, node if node is not None else top.node,
-                 label or top.label, flaws),)
+    return (Part(top.kind, top.change, 0, node if node is not None else top.node, label or top.label, flaws),)
 
 
 def with_flaw(shape: Shape, flaw: Flaw) -> Shape:
@@ -120,8 +119,7 @@ def without_flaws(shape: Shape, codes: frozenset[str]) -> Shape:
 
 def with_change(shape: Shape, change: Change) -> Shape:
     """`shape` with every non-static part lowered to at most `change` (module-level values)."""
-    return tuple(p._replace(change=min(p.change, change)) if p.kind is not Kind.TEXT else p
-                 for p in shape)
+    return tuple(p._replace(change=min(p.change, change)) if p.kind is not Kind.TEXT else p for p in shape)
 
 
 def static_chars(shape: Shape) -> int:

@@ -1,4 +1,5 @@
 """cl100k token counts for KV301, loaded on first use so that promptlint starts fast."""
+
 from __future__ import annotations
 
 import functools

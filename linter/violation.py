@@ -1,4 +1,5 @@
 """What the checker yields: `Violation` tuples, with optional fixes and measured statistics."""
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -32,8 +33,10 @@ class Measured(NamedTuple):
     recomputed_tokens: int  # prompt tokens not served from cache
 
     def describe(self) -> str:
-        return (f"measured hit rate {self.hit_rate:.0%} over {self.requests:,} requests, "
-                f"{self.recomputed_tokens:,} prompt tokens recomputed")
+        return (
+            f"measured hit rate {self.hit_rate:.0%} over {self.requests:,} requests, "
+            f"{self.recomputed_tokens:,} prompt tokens recomputed"
+        )
 
 
 class Violation(NamedTuple):

@@ -1,22 +1,37 @@
 """Read a function (or the module body) statement by statement: keep each local name's shape up
-to date and hand every prompt-building call to `prompts.find_site`."""
+to date and hand every prompt-building call to `sinks.find_site`."""
+
 from __future__ import annotations
 
 import ast
-from typing import Callable
+from collections.abc import Callable
 
-from . import names, prompts
-from .evaluator import Evaluator
+from . import names, sinks
+from .expressions import Evaluator
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from .scope import Scope
 from .shape import EMPTY, Change, Flaw, Shape, flaws_of, with_change, without_flaws
 
-_FILL_METHODS = frozenset({"partial", "format", "format_messages", "format_prompt", "invoke",
-                           "ainvoke", "run", "arun", "stream", "astream", "predict", "apredict"})
+_FILL_METHODS = frozenset(
+    {
+        "partial",
+        "format",
+        "format_messages",
+        "format_prompt",
+        "invoke",
+        "ainvoke",
+        "run",
+        "arun",
+        "stream",
+        "astream",
+        "predict",
+        "apredict",
+    }
+)
 _LOW_CONFIDENCE_WORDS = frozenset({"prompt", "system", "template", "instructions", "preamble"})
 _ORDER = frozenset({UnorderedIteration.code, UnseededShuffle.code, DirectoryOrder.code})
 
-OnSite = Callable[[prompts.Site], None]
+OnSite = Callable[[sinks.Site], None]
 
 
 class Walker:
@@ -83,12 +98,15 @@ class Walker:
             scope.depth -= 1
 
     def bind(self, target: ast.expr, value: ast.expr, scope: Scope, loop_flaws: tuple) -> None:
-        if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant) \
-                and isinstance(target.value, ast.Name) and target.value.id in ("kwargs", "inputs") \
-                and isinstance(target.slice.value, str):
+        if (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.slice, ast.Constant)
+            and isinstance(target.value, ast.Name)
+            and target.value.id in ("kwargs", "inputs")
+            and isinstance(target.slice.value, str)
+        ):
             # A `format` override filling a template placeholder per call.
-            self.ev.module.fillings.setdefault(target.slice.value, []).append(
-                self.ev.shape(value, scope))
+            self.ev.module.fillings.setdefault(target.slice.value, []).append(self.ev.shape(value, scope))
             return
         if not isinstance(target, ast.Name):
             return
@@ -98,12 +116,12 @@ class Walker:
         if not scope.depth:
             self.merged.pop(name, None)
         scope.values.pop(name, None)
-        if prompts.is_radixgate_prompt(self.ev, value, scope):
+        if sinks.is_radixgate_prompt(self.ev, value, scope):
             scope.prompts.add(name)
             if scope.is_module:
                 self.ev.module.prompt_names.add(name)
             return
-        seeded = prompts.rng_construction(self.ev, value)
+        seeded = sinks.rng_construction(self.ev, value)
         if seeded is not None:
             scope.rngs[name] = seeded
             return
@@ -130,8 +148,11 @@ class Walker:
             self.ev.module.constants[name] = shape
         scope.values[name] = shape
         if set(names.words(name)) & _LOW_CONFIDENCE_WORDS and is_text_building(value):
-            self.on_site(prompts.Site(value, [prompts.Segment(
-                "system" if "system" in names.words(name) else None, shape)], "low", None))
+            self.on_site(
+                sinks.Site(
+                    value, [sinks.Segment("system" if "system" in names.words(name) else None, shape)], "low", None
+                )
+            )
 
     def augment(self, name: str, value: ast.expr, scope: Scope, loop_flaws: tuple) -> None:
         if name in scope.lists:
@@ -160,8 +181,7 @@ class Walker:
         if target is None:
             return
         if func.attr == "sort" and target in scope.lists:
-            scope.lists[target].flaws = tuple(f for f in scope.lists[target].flaws
-                                              if f.code not in _ORDER)
+            scope.lists[target].flaws = tuple(f for f in scope.lists[target].flaws if f.code not in _ORDER)
         elif func.attr == "sort" and target in scope.values:
             scope.values[target] = without_flaws(scope.values[target], _ORDER)
         elif target in scope.lists and func.attr in ("append", "insert", "extend") and call.args:
@@ -182,8 +202,7 @@ class Walker:
             scope.lists[target.id].flaws += (flaw,)
         else:
             shape = self.ev.shape(target, scope)
-            scope.values[target.id] = tuple(p._replace(flaws=p.flaws + (flaw,)) for p in shape) \
-                or shape
+            scope.values[target.id] = tuple(p._replace(flaws=p.flaws + (flaw,)) for p in shape) or shape
 
     # -- expressions ---------------------------------------------------------------------
     def scan(self, expr: ast.expr, scope: Scope) -> None:
@@ -192,17 +211,17 @@ class Walker:
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in _FILL_METHODS:
                 self.record_fillings(node, func.attr, scope)
-            if prompts.is_template_call(node):
+            if sinks.is_template_call(node):
                 self.deferred.append((node, scope.child()))
                 continue
-            site = prompts.find_site(self.ev, node, scope)
+            site = sinks.find_site(self.ev, node, scope)
             if site is not None:
                 self.on_site(site)
 
     def finish(self) -> None:
         """Check the templates found, now that every placeholder filling has been seen."""
         for node, scope in self.deferred:
-            site = prompts.find_site(self.ev, node, scope)
+            site = sinks.find_site(self.ev, node, scope)
             if site is not None:
                 self.on_site(site)
         self.deferred.clear()
@@ -211,8 +230,11 @@ class Walker:
         module = self.ev.module
         pairs: list[tuple[str, ast.expr]] = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
         if node.args and isinstance(node.args[0], ast.Dict):
-            pairs += [(k.value, v) for k, v in zip(node.args[0].keys, node.args[0].values)
-                      if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            pairs += [
+                (k.value, v)
+                for k, v in zip(node.args[0].keys, node.args[0].values, strict=False)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
         for key, value in pairs:
             shape = self.ev.shape(value, scope, hint=key)
             module.fillings.setdefault(key, []).append(shape)
@@ -221,13 +243,20 @@ class Walker:
 
     def maybe_messages(self, node: ast.expr, scope: Scope) -> None:
         """A message list (or one message) returned for a caller to send is a site too."""
-        elements = [node] if isinstance(node, ast.Dict) else node.elts \
-            if isinstance(node, (ast.List, ast.Tuple)) else scope.lists[node.id].elements \
-            if isinstance(node, ast.Name) and node.id in scope.lists else []
-        if any(prompts.role_of(e) for e in elements):
-            segments = prompts.message_segments(self.ev, ast.List(elts=[node])
-                                                if isinstance(node, ast.Dict) else node, scope)
-            self.on_site(prompts.Site(node, segments, "high", None))
+        elements = (
+            [node]
+            if isinstance(node, ast.Dict)
+            else node.elts
+            if isinstance(node, (ast.List, ast.Tuple))
+            else scope.lists[node.id].elements
+            if isinstance(node, ast.Name) and node.id in scope.lists
+            else []
+        )
+        if any(sinks.role_of(e) for e in elements):
+            segments = sinks.message_segments(
+                self.ev, ast.List(elts=[node]) if isinstance(node, ast.Dict) else node, scope
+            )
+            self.on_site(sinks.Site(node, segments, "high", None))
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -280,16 +309,19 @@ def is_text_building(node: ast.expr) -> bool:
         return True
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
         return True
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-        and node.func.attr in ("format", "join")
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "join")
 
 
 def _constant_index(node: ast.expr) -> int | None:
     """The position of `x.insert(k, ...)` when `k` is a literal integer."""
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) \
-            and isinstance(node.operand, ast.Constant) and type(node.operand.value) is int:
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+    ):
         return -node.operand.value
     return None
 

@@ -6,11 +6,12 @@ CUDA machine, and triton, which comes with the CUDA torch), plus the test runner
 Read by scripts/gpu_check.sh (to install) and scripts/gpu_wheels.sh (to download wheels for a
 machine that cannot reach PyPI).
 """
+
 import sys
 
 try:
     import tomllib
-except ImportError:   # Python < 3.11
+except ImportError:  # Python < 3.11
     import tomli as tomllib
 
 TEST_TOOLS = ("pytest", "pytest-timeout", "hypothesis")

@@ -1,6 +1,7 @@
 """`AsyncClient`: the asyncio twin of `Client`, method for method (tests compare their signatures).
 Only the way it waits differs; all request building lives in `_base_client`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -33,7 +34,6 @@ from ._types import ChatCompletion, ChatCompletionChunk, Completion, CompletionC
 __all__ = ["AsyncClient"]
 
 
-
 class AsyncClient:
     """The asyncio twin of `Client`: the same options and methods, awaited."""
 
@@ -54,59 +54,134 @@ class AsyncClient:
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.options = make_options(
-            base_url=base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries,
-            send_metadata=send_metadata, stream_usage=stream_usage, retry_backoff=retry_backoff,
-            max_retry_delay=max_retry_delay, min_static_tokens=min_static_tokens, default_headers=default_headers,
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            max_retries=max_retries,
+            send_metadata=send_metadata,
+            stream_usage=stream_usage,
+            retry_backoff=retry_backoff,
+            max_retry_delay=max_retry_delay,
+            min_static_tokens=min_static_tokens,
+            default_headers=default_headers,
         )
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
         self._model = model
         self._checked_templates: set[str] = set()
 
-    async def chat(self, prompt: ChatInput, *, model: str | None = None, max_tokens: int | None = None,
-                   temperature: float | None = None, top_p: float | None = None,
-                   stop: str | Sequence[str] | None = None, seed: int | None = None,
-                   metadata: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
-                   timeout: float | None = None) -> ChatCompletion:
+    async def chat(
+        self,
+        prompt: ChatInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> ChatCompletion:
         """``POST /v1/chat/completions`` with a `Prompt` (rendered static-first) or plain messages."""
         source = user_source()
-        content = await self._body("chat", prompt, model, False, sampling_params(max_tokens, temperature, top_p, stop, seed),
-                                   metadata, extra_body, source)
+        content = await self._body(
+            "chat",
+            prompt,
+            model,
+            False,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            source,
+        )
         return validate(ChatCompletion, await self._send("POST", "/chat/completions", content, timeout))
 
-    async def chat_stream(self, prompt: ChatInput, *, model: str | None = None, max_tokens: int | None = None,
-                          temperature: float | None = None, top_p: float | None = None,
-                          stop: str | Sequence[str] | None = None, seed: int | None = None,
-                          metadata: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
-                          timeout: float | None = None) -> AsyncStream[ChatCompletionChunk]:
+    async def chat_stream(
+        self,
+        prompt: ChatInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> AsyncStream[ChatCompletionChunk]:
         """Like `chat`, streamed: ``async for`` over the returned `AsyncStream`."""
         source = user_source()
-        content = await self._body("chat", prompt, model, True, sampling_params(max_tokens, temperature, top_p, stop, seed),
-                                   metadata, extra_body, source)
+        content = await self._body(
+            "chat",
+            prompt,
+            model,
+            True,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            source,
+        )
         response = await self._send("POST", "/chat/completions", content, timeout, stream=True)
         return AsyncStream(response, ChatCompletionChunk)
 
-    async def complete(self, prompt: CompletionInput, *, model: str | None = None, max_tokens: int | None = None,
-                       temperature: float | None = None, top_p: float | None = None,
-                       stop: str | Sequence[str] | None = None, seed: int | None = None,
-                       metadata: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
-                       timeout: float | None = None) -> Completion:
+    async def complete(
+        self,
+        prompt: CompletionInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
         """``POST /v1/completions`` with a `Prompt` (rendered as text) or a string."""
         source = user_source()
-        content = await self._body("completion", prompt, model, False,
-                                   sampling_params(max_tokens, temperature, top_p, stop, seed), metadata, extra_body, source)
+        content = await self._body(
+            "completion",
+            prompt,
+            model,
+            False,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            source,
+        )
         return validate(Completion, await self._send("POST", "/completions", content, timeout))
 
-    async def complete_stream(self, prompt: CompletionInput, *, model: str | None = None,
-                              max_tokens: int | None = None, temperature: float | None = None,
-                              top_p: float | None = None, stop: str | Sequence[str] | None = None,
-                              seed: int | None = None, metadata: Mapping[str, str] | None = None,
-                              extra_body: Mapping[str, Any] | None = None,
-                              timeout: float | None = None) -> AsyncStream[CompletionChunk]:
+    async def complete_stream(
+        self,
+        prompt: CompletionInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> AsyncStream[CompletionChunk]:
         """Like `complete`, streamed."""
         source = user_source()
-        content = await self._body("completion", prompt, model, True,
-                                   sampling_params(max_tokens, temperature, top_p, stop, seed), metadata, extra_body, source)
+        content = await self._body(
+            "completion",
+            prompt,
+            model,
+            True,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            source,
+        )
         return AsyncStream(await self._send("POST", "/completions", content, timeout, stream=True), CompletionChunk)
 
     async def warm(self, prompt: Prompt, *, model: str | None = None, timeout: float | None = None) -> Usage | None:
@@ -114,8 +189,9 @@ class AsyncClient:
         if not prompt.prefix_messages():
             return None
         source = user_source()
-        content = await self._body("chat", prompt.prefix(), model, False, sampling_params(1, 0.0, None, None, None),
-                                   None, None, source)
+        content = await self._body(
+            "chat", prompt.prefix(), model, False, sampling_params(1, 0.0, None, None, None), None, None, source
+        )
         return validate(ChatCompletion, await self._send("POST", "/chat/completions", content, timeout)).usage
 
     async def server_info(self, *, timeout: float | None = None) -> ServerInfo:
@@ -133,8 +209,7 @@ class AsyncClient:
     async def health(self, *, timeout: float | None = None) -> bool:
         """True when ``GET /health`` answers 2xx; never raises and never retries."""
         try:
-            response = await self._http.get(self.options.root_url + "/health",
-                                            timeout=timeout or self.options.timeout)
+            response = await self._http.get(self.options.root_url + "/health", timeout=timeout or self.options.timeout)
             return response.is_success
         except httpx.HTTPError:
             return False
@@ -158,17 +233,37 @@ class AsyncClient:
                 self._model = FALLBACK_MODEL
         return model or self._model or FALLBACK_MODEL
 
-    async def _body(self, kind: str, prompt: Any, model: str | None, stream: bool, params: dict[str, Any],
-                    metadata: Mapping[str, str] | None, extra_body: Mapping[str, Any] | None, source: str) -> bytes:
+    async def _body(
+        self,
+        kind: str,
+        prompt: Any,
+        model: str | None,
+        stream: bool,
+        params: dict[str, Any],
+        metadata: Mapping[str, str] | None,
+        extra_body: Mapping[str, Any] | None,
+        source: str,
+    ) -> bytes:
         check_static(self.options, self._checked_templates, prompt)
-        return build_body(self.options, kind=kind, prompt=prompt, model=await self._model_name(model),
-                          stream=stream, params=params, metadata=metadata, extra_body=extra_body, source=source)
+        return build_body(
+            self.options,
+            kind=kind,
+            prompt=prompt,
+            model=await self._model_name(model),
+            stream=stream,
+            params=params,
+            metadata=metadata,
+            extra_body=extra_body,
+            source=source,
+        )
 
-    async def _send(self, method: str, path: str, content: bytes | None, timeout: float | None,
-                    *, stream: bool = False) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, content: bytes | None, timeout: float | None, *, stream: bool = False
+    ) -> httpx.Response:
         url = path if path.startswith("http") else self.options.base_url + path
-        request = self._http.build_request(method, url, content=content, headers=self.options.headers(),
-                                           timeout=timeout or self.options.timeout)
+        request = self._http.build_request(
+            method, url, content=content, headers=self.options.headers(), timeout=timeout or self.options.timeout
+        )
         for attempt in range(self.options.max_retries + 1):
             last = attempt == self.options.max_retries
             try:
@@ -193,5 +288,6 @@ class AsyncClient:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def _sleep(self, attempt: int, headers: httpx.Headers | None) -> None:
-        await asyncio.sleep(retry_delay(attempt, headers, backoff=self.options.retry_backoff,
-                                        max_delay=self.options.max_retry_delay))
+        await asyncio.sleep(
+            retry_delay(attempt, headers, backoff=self.options.retry_backoff, max_delay=self.options.max_retry_delay)
+        )

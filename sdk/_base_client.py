@@ -4,6 +4,7 @@ Everything here is synchronous and does no I/O, so the two clients differ only i
 A request body is serialized to bytes once, before the first attempt; retries resend those bytes,
 so nothing in the prompt (a timestamp, a random example order) is re-rendered inside a retry.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -12,7 +13,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 import httpx
 
@@ -27,8 +28,8 @@ __all__ = ["DEFAULT_BASE_URL", "ChatInput", "CompletionInput", "ClientOptions", 
 DEFAULT_BASE_URL = "http://127.0.0.1:30000/v1"
 RETRY_STATUSES = frozenset({408, 409, 429})
 
-ChatInput = Union[Prompt, Sequence[Message]]
-CompletionInput = Union[Prompt, str]
+ChatInput = Prompt | Sequence[Message]
+CompletionInput = Prompt | str
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,7 @@ class ClientOptions:
 
 def _plain_messages_metadata(messages: Sequence[Message], source: str) -> dict[str, str]:
     """Plain messages have no declared static part; their leading system messages stand in for it."""
-    static = "\n\n".join(
-        m["content"] for m in _leading_system(messages) if isinstance(m.get("content"), str)
-    )
+    static = "\n\n".join(m["content"] for m in _leading_system(messages) if isinstance(m.get("content"), str))
     return {
         "prompt_template": source,
         "prompt_source": source,
@@ -207,8 +206,13 @@ def make_options(**kwargs: Any) -> ClientOptions:
     return ClientOptions(default_headers=dict(headers), **kwargs)
 
 
-def sampling_params(max_tokens: int | None, temperature: float | None, top_p: float | None,
-                    stop: str | Sequence[str] | None, seed: int | None) -> dict[str, Any]:
+def sampling_params(
+    max_tokens: int | None,
+    temperature: float | None,
+    top_p: float | None,
+    stop: str | Sequence[str] | None,
+    seed: int | None,
+) -> dict[str, Any]:
     return {"max_tokens": max_tokens, "temperature": temperature, "top_p": top_p, "stop": stop, "seed": seed}
 
 

@@ -4,6 +4,7 @@ Both `Prompt` (its default template id) and the clients (`prompt_source` metadat
 user's line, never the SDK's, so the gateway's statistics and promptlint point at code the
 developer can change.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """The `radixgate` command: a thin dispatcher. Each subcommand's module is imported only when it runs,
 so `radixgate bench serving` never imports torch and `radixgate serve` never imports the linter."""
+
 from __future__ import annotations
 
 import importlib
@@ -8,10 +9,10 @@ import sys
 # subcommand words -> (module, help). Each module exposes `main(argv: list[str] | None) -> int`.
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("serve",): ("radixgate.gateway.cli", "run the OpenAI-compatible server with the co-located engine"),
-    ("stats",): ("radixgate.gateway.stats_cli", "print a server's per-template statistics as JSON"),
-    ("bench", "offline"): ("radixgate.engine.bench", "benchmark the engine in-process (radix cache vs none vs HF)"),
-    ("bench", "serving"): ("radixgate._bench_serving", "load-test any OpenAI-compatible server"),
-    ("demo",): ("radixgate._demo", "the closed loop: bad app, promptlint, fixed app, before/after"),
+    ("stats",): ("radixgate.gateway.prompt_stats_cli", "print a server's per-template statistics as JSON"),
+    ("bench", "offline"): ("radixgate.bench.offline", "benchmark the engine in-process (radix cache vs none vs HF)"),
+    ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
+    ("demo",): ("radixgate.bench.demo", "the closed loop: bad app, promptlint, fixed app, before/after"),
 }
 
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     for words, (module_name, _) in sorted(COMMANDS.items(), key=lambda kv: -len(kv[0])):
         if tuple(args[: len(words)]) == words:
             module = importlib.import_module(module_name)
-            return int(module.main(args[len(words):]) or 0)
+            return int(module.main(args[len(words) :]) or 0)
     if args and args[0] not in ("-h", "--help"):
         print(f"radixgate: unknown command {' '.join(args[:2])!r}\n", file=sys.stderr)
         print(_usage(), file=sys.stderr)

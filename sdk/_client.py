@@ -3,6 +3,7 @@
 `AsyncClient` (in `_async_client`) mirrors it method for method; tests compare their signatures.
 All request building lives in `_base_client`, so the two differ only in how they wait.
 """
+
 from __future__ import annotations
 
 import time
@@ -71,52 +72,129 @@ class Client:
         http_client: httpx.Client | None = None,
     ) -> None:
         self.options = make_options(
-            base_url=base_url, api_key=api_key, model=model, timeout=timeout, max_retries=max_retries,
-            send_metadata=send_metadata, stream_usage=stream_usage, retry_backoff=retry_backoff,
-            max_retry_delay=max_retry_delay, min_static_tokens=min_static_tokens, default_headers=default_headers,
+            base_url=base_url,
+            api_key=api_key,
+            model=model,
+            timeout=timeout,
+            max_retries=max_retries,
+            send_metadata=send_metadata,
+            stream_usage=stream_usage,
+            retry_backoff=retry_backoff,
+            max_retry_delay=max_retry_delay,
+            min_static_tokens=min_static_tokens,
+            default_headers=default_headers,
         )
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client(timeout=timeout)
         self._model = model
         self._checked_templates: set[str] = set()
 
-    def chat(self, prompt: ChatInput, *, model: str | None = None, max_tokens: int | None = None,
-             temperature: float | None = None, top_p: float | None = None, stop: str | Sequence[str] | None = None,
-             seed: int | None = None, metadata: Mapping[str, str] | None = None,
-             extra_body: Mapping[str, Any] | None = None, timeout: float | None = None) -> ChatCompletion:
+    def chat(
+        self,
+        prompt: ChatInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> ChatCompletion:
         """``POST /v1/chat/completions`` with a `Prompt` (rendered static-first) or plain messages."""
-        content = self._body("chat", prompt, model, False, sampling_params(max_tokens, temperature, top_p, stop, seed),
-                             metadata, extra_body, user_source())
+        content = self._body(
+            "chat",
+            prompt,
+            model,
+            False,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            user_source(),
+        )
         return validate(ChatCompletion, self._send("POST", "/chat/completions", content, timeout))
 
-    def chat_stream(self, prompt: ChatInput, *, model: str | None = None, max_tokens: int | None = None,
-                    temperature: float | None = None, top_p: float | None = None,
-                    stop: str | Sequence[str] | None = None, seed: int | None = None,
-                    metadata: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
-                    timeout: float | None = None) -> Stream[ChatCompletionChunk]:
+    def chat_stream(
+        self,
+        prompt: ChatInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Stream[ChatCompletionChunk]:
         """Like `chat`, streamed: iterate the returned `Stream`; its `usage` is set at the end."""
-        content = self._body("chat", prompt, model, True, sampling_params(max_tokens, temperature, top_p, stop, seed),
-                             metadata, extra_body, user_source())
+        content = self._body(
+            "chat",
+            prompt,
+            model,
+            True,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            user_source(),
+        )
         return Stream(self._send("POST", "/chat/completions", content, timeout, stream=True), ChatCompletionChunk)
 
-    def complete(self, prompt: CompletionInput, *, model: str | None = None, max_tokens: int | None = None,
-                 temperature: float | None = None, top_p: float | None = None,
-                 stop: str | Sequence[str] | None = None, seed: int | None = None,
-                 metadata: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
-                 timeout: float | None = None) -> Completion:
+    def complete(
+        self,
+        prompt: CompletionInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
         """``POST /v1/completions`` with a `Prompt` (rendered as text) or a string."""
-        content = self._body("completion", prompt, model, False, sampling_params(max_tokens, temperature, top_p, stop, seed),
-                             metadata, extra_body, user_source())
+        content = self._body(
+            "completion",
+            prompt,
+            model,
+            False,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            user_source(),
+        )
         return validate(Completion, self._send("POST", "/completions", content, timeout))
 
-    def complete_stream(self, prompt: CompletionInput, *, model: str | None = None, max_tokens: int | None = None,
-                        temperature: float | None = None, top_p: float | None = None,
-                        stop: str | Sequence[str] | None = None, seed: int | None = None,
-                        metadata: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
-                        timeout: float | None = None) -> Stream[CompletionChunk]:
+    def complete_stream(
+        self,
+        prompt: CompletionInput,
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        stop: str | Sequence[str] | None = None,
+        seed: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> Stream[CompletionChunk]:
         """Like `complete`, streamed."""
-        content = self._body("completion", prompt, model, True, sampling_params(max_tokens, temperature, top_p, stop, seed),
-                             metadata, extra_body, user_source())
+        content = self._body(
+            "completion",
+            prompt,
+            model,
+            True,
+            sampling_params(max_tokens, temperature, top_p, stop, seed),
+            metadata,
+            extra_body,
+            user_source(),
+        )
         return Stream(self._send("POST", "/completions", content, timeout, stream=True), CompletionChunk)
 
     def warm(self, prompt: Prompt, *, model: str | None = None, timeout: float | None = None) -> Usage | None:
@@ -125,8 +203,9 @@ class Client:
         request's usage, or None when the prompt has no static or shared part."""
         if not prompt.prefix_messages():
             return None
-        content = self._body("chat", prompt.prefix(), model, False, sampling_params(1, 0.0, None, None, None),
-                             None, None, user_source())
+        content = self._body(
+            "chat", prompt.prefix(), model, False, sampling_params(1, 0.0, None, None, None), None, None, user_source()
+        )
         return validate(ChatCompletion, self._send("POST", "/chat/completions", content, timeout)).usage
 
     def server_info(self, *, timeout: float | None = None) -> ServerInfo:
@@ -167,17 +246,37 @@ class Client:
                 self._model = FALLBACK_MODEL
         return model or self._model or FALLBACK_MODEL
 
-    def _body(self, kind: str, prompt: Any, model: str | None, stream: bool, params: dict[str, Any],
-              metadata: Mapping[str, str] | None, extra_body: Mapping[str, Any] | None, source: str) -> bytes:
+    def _body(
+        self,
+        kind: str,
+        prompt: Any,
+        model: str | None,
+        stream: bool,
+        params: dict[str, Any],
+        metadata: Mapping[str, str] | None,
+        extra_body: Mapping[str, Any] | None,
+        source: str,
+    ) -> bytes:
         check_static(self.options, self._checked_templates, prompt)
-        return build_body(self.options, kind=kind, prompt=prompt, model=self._model_name(model), stream=stream,
-                          params=params, metadata=metadata, extra_body=extra_body, source=source)
+        return build_body(
+            self.options,
+            kind=kind,
+            prompt=prompt,
+            model=self._model_name(model),
+            stream=stream,
+            params=params,
+            metadata=metadata,
+            extra_body=extra_body,
+            source=source,
+        )
 
-    def _send(self, method: str, path: str, content: bytes | None, timeout: float | None,
-              *, stream: bool = False) -> httpx.Response:
+    def _send(
+        self, method: str, path: str, content: bytes | None, timeout: float | None, *, stream: bool = False
+    ) -> httpx.Response:
         url = path if path.startswith("http") else self.options.base_url + path
-        request = self._http.build_request(method, url, content=content, headers=self.options.headers(),
-                                           timeout=timeout or self.options.timeout)
+        request = self._http.build_request(
+            method, url, content=content, headers=self.options.headers(), timeout=timeout or self.options.timeout
+        )
         for attempt in range(self.options.max_retries + 1):
             last = attempt == self.options.max_retries
             try:
@@ -202,5 +301,6 @@ class Client:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _sleep(self, attempt: int, headers: httpx.Headers | None) -> None:
-        time.sleep(retry_delay(attempt, headers, backoff=self.options.retry_backoff,
-                               max_delay=self.options.max_retry_delay))
+        time.sleep(
+            retry_delay(attempt, headers, backoff=self.options.retry_backoff, max_delay=self.options.max_retry_delay)
+        )

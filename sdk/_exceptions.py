@@ -24,6 +24,7 @@ The tree follows openai-python, so code that catches ``openai.RateLimitError`` r
 Connection errors, timeouts, 408, 409, 429 and 5xx are retried (see ``max_retries``) before they
 are raised; every other status is raised at once.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -93,7 +94,8 @@ class APIResponseValidationError(APIError):
 
     def __init__(self, *, response: httpx.Response, body: object | None, message: str | None = None) -> None:
         super().__init__(
-            message or f"{response.request.url} returned a body the SDK cannot read: {str(body)[:200]!r}. "
+            message
+            or f"{response.request.url} returned a body the SDK cannot read: {str(body)[:200]!r}. "
             "Is base_url an OpenAI-compatible endpoint (it usually ends in /v1)?",
             request=response.request,
             body=body,

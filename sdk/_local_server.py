@@ -3,6 +3,7 @@
 The server runs in its own process, so the SDK process never imports torch. `LocalServer` is a
 context manager: it waits for ``GET /health`` and always terminates the child on exit.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,9 @@ def free_port() -> int:
 class LocalServer:
     """``radixgate serve --port P [--disable-radix-cache] [extra_args]`` for the life of a ``with`` block."""
 
-    def __init__(self, *, disable_radix_cache: bool = False, extra_args: Sequence[str] = (),
-                 startup_timeout: float = 180.0) -> None:
+    def __init__(
+        self, *, disable_radix_cache: bool = False, extra_args: Sequence[str] = (), startup_timeout: float = 180.0
+    ) -> None:
         self.port = free_port()
         self.args = [sys.executable, "-m", "radixgate._cli", "serve", "--port", str(self.port), *extra_args]
         if disable_radix_cache:
@@ -53,12 +55,15 @@ class LocalServer:
             return f.read()[-num_chars:].decode("utf-8", "replace")
 
     def start(self) -> LocalServer:
-        self._process = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._process = subprocess.Popen(
+            self.args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                raise RuntimeError(f"`{' '.join(self.args[1:])}` exited with {self._process.returncode}:\n"
-                                   f"{self.log_tail()}")
+                raise RuntimeError(
+                    f"`{' '.join(self.args[1:])}` exited with {self._process.returncode}:\n{self.log_tail()}"
+                )
             try:
                 if httpx.get(self.root_url + "/health", timeout=2.0).is_success:
                     return self
@@ -66,8 +71,10 @@ class LocalServer:
                 pass
             time.sleep(0.25)
         self.stop()
-        raise TimeoutError(f"`{' '.join(self.args[1:])}` did not answer /health within {self.startup_timeout:.0f} s:\n"
-                           f"{self.log_tail()}")
+        raise TimeoutError(
+            f"`{' '.join(self.args[1:])}` did not answer /health within {self.startup_timeout:.0f} s:\n"
+            f"{self.log_tail()}"
+        )
 
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 15 s); safe to call twice."""

@@ -11,6 +11,7 @@ Typical use defines the static part once and extends it per request::
 Chat rendering: one system message holding the STATIC then SHARED segments, the SESSION
 messages, then one user message holding the TURN segments. Within a level, declared order is kept.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -13,6 +13,7 @@ Text is canonicalized (Unicode NFC, one kind of space, no trailing blanks, at mo
 in a row) and tool schemas are serialized with sorted keys in a stable order, so two processes
 that build "the same" prompt produce the same bytes.
 """
+
 from __future__ import annotations
 
 import enum

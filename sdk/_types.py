@@ -1,9 +1,10 @@
 """Typed responses. Fields follow the OpenAI schema; unknown fields are kept, so servers that add
 their own (SGLang, vLLM, radixgate) lose nothing. Every response exposes `cached_tokens` and
 `hit_ratio`, the fraction of its prompt served from the prefix cache."""
+
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,7 +40,7 @@ class Usage(_Model):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
-    prompt_tokens_details: Optional[PromptTokensDetails] = None
+    prompt_tokens_details: PromptTokensDetails | None = None
 
     @property
     def cached_tokens(self) -> int:
@@ -53,7 +54,7 @@ class Usage(_Model):
 
 
 class _WithUsage(_Model):
-    usage: Optional[Usage] = None
+    usage: Usage | None = None
 
     @property
     def cached_tokens(self) -> int:
@@ -68,13 +69,13 @@ class _WithUsage(_Model):
 
 class ChatMessage(_Model):
     role: str = "assistant"
-    content: Optional[str] = None
+    content: str | None = None
 
 
 class ChatChoice(_Model):
     index: int = 0
     message: ChatMessage
-    finish_reason: Optional[str] = None
+    finish_reason: str | None = None
 
 
 class ChatCompletion(_WithUsage):
@@ -93,14 +94,14 @@ class ChatCompletion(_WithUsage):
 
 
 class ChatDelta(_Model):
-    role: Optional[str] = None
-    content: Optional[str] = None
+    role: str | None = None
+    content: str | None = None
 
 
 class ChatChunkChoice(_Model):
     index: int = 0
     delta: ChatDelta = ChatDelta()
-    finish_reason: Optional[str] = None
+    finish_reason: str | None = None
 
 
 class ChatCompletionChunk(_WithUsage):
@@ -121,7 +122,7 @@ class ChatCompletionChunk(_WithUsage):
 class CompletionChoice(_Model):
     index: int = 0
     text: str = ""
-    finish_reason: Optional[str] = None
+    finish_reason: str | None = None
 
 
 class Completion(_WithUsage):
@@ -171,14 +172,14 @@ class TemplateStats(_Model):
     """Per-template statistics from ``GET /v1/prompt_stats`` (no prompt text)."""
 
     template: str
-    source: Optional[str] = None
+    source: str | None = None
     requests: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
     hit_rate: float = 0.0
-    static_prefix_tokens: Optional[int] = None
-    distinct_static_prefixes: Optional[int] = None
-    recomputed_static_tokens: Optional[int] = None
+    static_prefix_tokens: int | None = None
+    distinct_static_prefixes: int | None = None
+    recomputed_static_tokens: int | None = None
 
 
 class PromptStats(_Model):

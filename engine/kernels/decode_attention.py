@@ -6,6 +6,7 @@ small batch with long contexts still fills the GPU (flash-decoding). Pass 1 comp
 sharing that KV head, with its log-sum-exp; pass 2 merges the splits by their log-sum-exp.
 K and V are read once per KV head, not once per query head (GQA).
 """
+
 import torch
 
 from radixgate.engine.kernels.triton_runtime import dot_operands, for_device, next_power_of_2, tl, triton
@@ -16,13 +17,33 @@ _num_sms: dict[int, int] = {}
 
 @triton.jit
 def _decode_split_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, kv_indptr_ptr, kv_indices_ptr, mid_o_ptr, mid_lse_ptr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    kv_indptr_ptr,
+    kv_indices_ptr,
+    mid_o_ptr,
+    mid_lse_ptr,
     qk_scale,
-    stride_qb, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh,
-    stride_mob, stride_moh, stride_mos, stride_mlb, stride_mlh,
-    GROUP_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr,
-    BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    stride_qb,
+    stride_qh,
+    stride_kn,
+    stride_kh,
+    stride_vn,
+    stride_vh,
+    stride_mob,
+    stride_moh,
+    stride_mos,
+    stride_mlb,
+    stride_mlh,
+    GROUP_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     b = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -34,13 +55,16 @@ def _decode_split_kernel(
     hi = tl.minimum(lo + split_len, kv_len)
 
     offs_g = tl.arange(0, BLOCK_H)
-    offs_h = kv_head * GROUP_SIZE + offs_g          # the query heads that share this KV head
+    offs_h = kv_head * GROUP_SIZE + offs_g  # the query heads that share this KV head
     mask_h = offs_g < GROUP_SIZE
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < HEAD_DIM
     # q: [BLOCK_H, BLOCK_D]; padded head rows are 0 and never stored.
-    q = tl.load(q_ptr + b * stride_qb + offs_h[:, None] * stride_qh + offs_d[None, :],
-                mask=mask_h[:, None] & mask_d[None, :], other=0.0).to(DOT_DTYPE)
+    q = tl.load(
+        q_ptr + b * stride_qb + offs_h[:, None] * stride_qh + offs_d[None, :],
+        mask=mask_h[:, None] & mask_d[None, :],
+        other=0.0,
+    ).to(DOT_DTYPE)
 
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
@@ -51,32 +75,49 @@ def _decode_split_kernel(
         slots = tl.load(kv_indices_ptr + kv_start + offs_n, mask=mask_n, other=0)
         mask_kv = mask_n[:, None] & mask_d[None, :]
         # k, v: [BLOCK_N, BLOCK_D], dequantized to q's dtype (exact for FP8); scales applied in float32.
-        k = tl.load(k_cache_ptr + slots[:, None] * stride_kn + kv_head * stride_kh + offs_d[None, :],
-                    mask=mask_kv, other=0.0).to(DOT_DTYPE)
-        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale   # [BLOCK_H, BLOCK_N]
+        k = tl.load(
+            k_cache_ptr + slots[:, None] * stride_kn + kv_head * stride_kh + offs_d[None, :], mask=mask_kv, other=0.0
+        ).to(DOT_DTYPE)
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_H, BLOCK_N]
         qk = tl.where(mask_n[None, :], qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         p = tl.exp(qk - m_new[:, None])
         alpha = tl.exp(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_cache_ptr + slots[:, None] * stride_vn + kv_head * stride_vh + offs_d[None, :],
-                    mask=mask_kv, other=0.0).to(DOT_DTYPE)
+        v = tl.load(
+            v_cache_ptr + slots[:, None] * stride_vn + kv_head * stride_vh + offs_d[None, :], mask=mask_kv, other=0.0
+        ).to(DOT_DTYPE)
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
     # An empty split (more splits than tokens) stores o = 0 with lse = -inf, which pass 2 weighs 0.
     lse = tl.where(l_i > 0, m_i + tl.log(tl.where(l_i > 0, l_i, 1.0)), float("-inf"))
     o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    tl.store(mid_o_ptr + b * stride_mob + offs_h[:, None] * stride_moh + split * stride_mos + offs_d[None, :],
-             o, mask=mask_h[:, None] & mask_d[None, :])
+    tl.store(
+        mid_o_ptr + b * stride_mob + offs_h[:, None] * stride_moh + split * stride_mos + offs_d[None, :],
+        o,
+        mask=mask_h[:, None] & mask_d[None, :],
+    )
     tl.store(mid_lse_ptr + b * stride_mlb + offs_h * stride_mlh + split, lse, mask=mask_h)
 
 
 @triton.jit
 def _decode_merge_kernel(
-    mid_o_ptr, mid_lse_ptr, o_ptr, v_scale,
-    stride_mob, stride_moh, stride_mos, stride_mlb, stride_mlh, stride_ob, stride_oh,
-    HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr,
+    mid_o_ptr,
+    mid_lse_ptr,
+    o_ptr,
+    v_scale,
+    stride_mob,
+    stride_moh,
+    stride_mos,
+    stride_mlb,
+    stride_mlh,
+    stride_ob,
+    stride_oh,
+    HEAD_DIM: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     b = tl.program_id(0)
     head = tl.program_id(1)
@@ -86,9 +127,12 @@ def _decode_merge_kernel(
     mask_d = offs_d < HEAD_DIM
     lse = tl.load(mid_lse_ptr + b * stride_mlb + head * stride_mlh + offs_s, mask=mask_s, other=float("-inf"))
     # Split 0 always holds at least one token, so the max is finite.
-    w = tl.exp(lse - tl.max(lse, 0))                                            # [BLOCK_S]
-    o = tl.load(mid_o_ptr + b * stride_mob + head * stride_moh + offs_s[:, None] * stride_mos + offs_d[None, :],
-                mask=mask_s[:, None] & mask_d[None, :], other=0.0)             # [BLOCK_S, BLOCK_D]
+    w = tl.exp(lse - tl.max(lse, 0))  # [BLOCK_S]
+    o = tl.load(
+        mid_o_ptr + b * stride_mob + head * stride_moh + offs_s[:, None] * stride_mos + offs_d[None, :],
+        mask=mask_s[:, None] & mask_d[None, :],
+        other=0.0,
+    )  # [BLOCK_S, BLOCK_D]
     out = tl.sum(w[:, None] * o, 0) / tl.sum(w, 0) * v_scale
     tl.store(o_ptr + b * stride_ob + head * stride_oh + offs_d, out.to(o_ptr.dtype.element_ty), mask=mask_d)
 
@@ -104,11 +148,22 @@ def default_num_kv_splits(batch: int, num_kv_heads: int, device: torch.device) -
     return max(1, min(MAX_KV_SPLITS, want))
 
 
-def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                            kv_indptr: torch.Tensor, kv_indices: torch.Tensor, sm_scale: float,
-                            k_scale: float = 1.0, v_scale: float = 1.0, out: torch.Tensor | None = None,
-                            *, num_kv_splits: int | None = None, block_n: int = 64,
-                            num_warps: int = 4, num_stages: int = 2) -> torch.Tensor:
+def decode_attention_triton(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    out: torch.Tensor | None = None,
+    *,
+    num_kv_splits: int | None = None,
+    block_n: int = 64,
+    num_warps: int = 4,
+    num_stages: int = 2,
+) -> torch.Tensor:
     """Same contract as `decode_attention_torch`; every request must have at least one KV token."""
     batch, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[1]
@@ -132,27 +187,67 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     mid_o = torch.empty((batch, num_heads, splits, head_dim), dtype=torch.float32, device=q.device)
     mid_lse = torch.empty((batch, num_heads, splits), dtype=torch.float32, device=q.device)
     for_device(_decode_split_kernel, q.device)[(batch, num_kv_heads, splits)](
-        q, k_cache, v_cache, kv_indptr, kv_indices, mid_o, mid_lse,
+        q,
+        k_cache,
+        v_cache,
+        kv_indptr,
+        kv_indices,
+        mid_o,
+        mid_lse,
         float(sm_scale) * float(k_scale),
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1),
-        GROUP_SIZE=group, HEAD_DIM=head_dim, NUM_SPLITS=splits,
-        BLOCK_H=max(16, next_power_of_2(group)), BLOCK_N=block_n, BLOCK_D=block_d,
-        DOT_DTYPE=dot_dtype, DOT_PRECISION=precision, num_warps=num_warps, num_stages=num_stages,
+        q.stride(0),
+        q.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        mid_o.stride(0),
+        mid_o.stride(1),
+        mid_o.stride(2),
+        mid_lse.stride(0),
+        mid_lse.stride(1),
+        GROUP_SIZE=group,
+        HEAD_DIM=head_dim,
+        NUM_SPLITS=splits,
+        BLOCK_H=max(16, next_power_of_2(group)),
+        BLOCK_N=block_n,
+        BLOCK_D=block_d,
+        DOT_DTYPE=dot_dtype,
+        DOT_PRECISION=precision,
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
     for_device(_decode_merge_kernel, q.device)[(batch, num_heads)](
-        mid_o, mid_lse, out, float(v_scale),
-        mid_o.stride(0), mid_o.stride(1), mid_o.stride(2), mid_lse.stride(0), mid_lse.stride(1),
-        out.stride(0), out.stride(1),
-        HEAD_DIM=head_dim, NUM_SPLITS=splits, BLOCK_S=next_power_of_2(splits), BLOCK_D=block_d,
+        mid_o,
+        mid_lse,
+        out,
+        float(v_scale),
+        mid_o.stride(0),
+        mid_o.stride(1),
+        mid_o.stride(2),
+        mid_lse.stride(0),
+        mid_lse.stride(1),
+        out.stride(0),
+        out.stride(1),
+        HEAD_DIM=head_dim,
+        NUM_SPLITS=splits,
+        BLOCK_S=next_power_of_2(splits),
+        BLOCK_D=block_d,
     )
     return out
 
 
-def decode_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                           kv_indptr: torch.Tensor, kv_indices: torch.Tensor, sm_scale: float,
-                           k_scale: float = 1.0, v_scale: float = 1.0,
-                           out: torch.Tensor | None = None) -> torch.Tensor:
+def decode_attention_torch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """q: [batch, num_heads, head_dim] -> o: [batch, num_heads, head_dim] (written into `out` if given).
 
     K/V are dequantized as cache value * scale. Vectorized over the batch by padding every
@@ -165,14 +260,14 @@ def decode_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     kv_lens = kv_indptr[1:] - kv_indptr[:-1]
     max_len = int(kv_lens.max())
     pos = torch.arange(max_len, device=q.device)
-    valid = pos[None, :] < kv_lens[:, None]                                   # [B, L]
+    valid = pos[None, :] < kv_lens[:, None]  # [B, L]
     gather = torch.where(valid, kv_indptr[:-1, None] + pos[None, :], 0)
-    slots = kv_indices[gather.clamp(max=max(kv_indices.numel() - 1, 0))]      # [B, L]
-    k = (k_cache[slots].to(torch.float32) * k_scale).to(q.dtype)              # [B, L, Hkv, D]
+    slots = kv_indices[gather.clamp(max=max(kv_indices.numel() - 1, 0))]  # [B, L]
+    k = (k_cache[slots].to(torch.float32) * k_scale).to(q.dtype)  # [B, L, Hkv, D]
     v = (v_cache[slots].to(torch.float32) * v_scale).to(q.dtype)
     group = num_heads // num_kv_heads
     qg = q.view(batch, num_kv_heads, group, head_dim)
-    scores = torch.einsum("bhgd,blhd->bhgl", qg, k) * sm_scale                # [B, Hkv, G, L]
+    scores = torch.einsum("bhgd,blhd->bhgl", qg, k) * sm_scale  # [B, Hkv, G, L]
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     # Padded positions have probability 0, but their gathered V must not be NaN (0 * NaN = NaN).

@@ -7,6 +7,7 @@ The Triton version runs one program per (request, query head, block of BLOCK_M n
 streams the request's KV from the pool through `kv_indices` with an online softmax and stops at
 the block's causal limit. A query head reads the K/V of its KV head (GQA).
 """
+
 import torch
 import torch.nn.functional as F
 
@@ -15,12 +16,30 @@ from radixgate.engine.kernels.triton_runtime import dot_operands, for_device, ne
 
 @triton.jit
 def _extend_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, o_ptr, qo_indptr_ptr, kv_indptr_ptr, kv_indices_ptr,
-    qk_scale, v_scale,
-    stride_qt, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh, stride_ot, stride_oh,
-    GROUP_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    DOT_DTYPE: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    o_ptr,
+    qo_indptr_ptr,
+    kv_indptr_ptr,
+    kv_indices_ptr,
+    qk_scale,
+    v_scale,
+    stride_qt,
+    stride_qh,
+    stride_kn,
+    stride_kh,
+    stride_vn,
+    stride_vh,
+    stride_ot,
+    stride_oh,
+    GROUP_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
 ):
     b = tl.program_id(0)
     head = tl.program_id(1)
@@ -32,12 +51,15 @@ def _extend_kernel(
     kv_len = tl.load(kv_indptr_ptr + b + 1) - kv_start
     prefix_len = kv_len - q_len
 
-    offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)     # new-token index within the request
+    offs_m = m_block * BLOCK_M + tl.arange(0, BLOCK_M)  # new-token index within the request
     mask_m = offs_m < q_len
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < HEAD_DIM
-    q = tl.load(q_ptr + (q_start + offs_m)[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
-                mask=mask_m[:, None] & mask_d[None, :], other=0.0).to(DOT_DTYPE)  # [BLOCK_M, BLOCK_D]
+    q = tl.load(
+        q_ptr + (q_start + offs_m)[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
+        mask=mask_m[:, None] & mask_d[None, :],
+        other=0.0,
+    ).to(DOT_DTYPE)  # [BLOCK_M, BLOCK_D]
 
     # The block's last row sees KV positions < prefix_len + (m_block + 1) * BLOCK_M; a block past
     # the request's new tokens (the grid covers the longest request) does no work and stores nothing.
@@ -51,9 +73,10 @@ def _extend_kernel(
         mask_n = offs_n < kv_end
         slots = tl.load(kv_indices_ptr + kv_start + offs_n, mask=mask_n, other=0)
         mask_kv = mask_n[:, None] & mask_d[None, :]
-        k = tl.load(k_cache_ptr + slots[:, None] * stride_kn + kv_head * stride_kh + offs_d[None, :],
-                    mask=mask_kv, other=0.0).to(DOT_DTYPE)
-        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale   # [BLOCK_M, BLOCK_N]
+        k = tl.load(
+            k_cache_ptr + slots[:, None] * stride_kn + kv_head * stride_kh + offs_d[None, :], mask=mask_kv, other=0.0
+        ).to(DOT_DTYPE)
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
         # KV position 0 is visible to every row, so each row's running max is finite after block 0.
         visible = mask_n[None, :] & (offs_n[None, :] <= prefix_len + offs_m[:, None])
         qk = tl.where(visible, qk, float("-inf"))
@@ -61,22 +84,38 @@ def _extend_kernel(
         p = tl.exp(qk - m_new[:, None])
         alpha = tl.exp(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_cache_ptr + slots[:, None] * stride_vn + kv_head * stride_vh + offs_d[None, :],
-                    mask=mask_kv, other=0.0).to(DOT_DTYPE)
+        v = tl.load(
+            v_cache_ptr + slots[:, None] * stride_vn + kv_head * stride_vh + offs_d[None, :], mask=mask_kv, other=0.0
+        ).to(DOT_DTYPE)
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
     o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None] * v_scale
-    tl.store(o_ptr + (q_start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
-             o.to(o_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_d[None, :])
+    tl.store(
+        o_ptr + (q_start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
+        o.to(o_ptr.dtype.element_ty),
+        mask=mask_m[:, None] & mask_d[None, :],
+    )
 
 
-def extend_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                            qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
-                            sm_scale: float, k_scale: float = 1.0, v_scale: float = 1.0,
-                            out: torch.Tensor | None = None, *, max_q_len: int | None = None,
-                            block_m: int = 64, block_n: int = 64, num_warps: int = 4,
-                            num_stages: int = 2) -> torch.Tensor:
+def extend_attention_triton(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    out: torch.Tensor | None = None,
+    *,
+    max_q_len: int | None = None,
+    block_m: int = 64,
+    block_n: int = 64,
+    num_warps: int = 4,
+    num_stages: int = 2,
+) -> torch.Tensor:
     """Same contract as `extend_attention_torch`. Without `max_q_len` (the most new tokens of
     any request) it reads that from the device and checks every request's KV covers its new
     tokens: one sync per call, which a caller running many layers avoids by passing it."""
@@ -104,21 +143,50 @@ def extend_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     block_d = max(16, next_power_of_2(head_dim))
     grid = (batch, num_heads, -(-max_q_len // block_m))
     for_device(_extend_kernel, q.device)[grid](
-        q, k_cache, v_cache, out, qo_indptr, kv_indptr, kv_indices,
-        float(sm_scale) * float(k_scale), float(v_scale),
-        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), v_cache.stride(0), v_cache.stride(1),
-        out.stride(0), out.stride(1),
-        GROUP_SIZE=num_heads // num_kv_heads, HEAD_DIM=head_dim,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
-        DOT_DTYPE=dot_dtype, DOT_PRECISION=precision, num_warps=num_warps, num_stages=num_stages,
+        q,
+        k_cache,
+        v_cache,
+        out,
+        qo_indptr,
+        kv_indptr,
+        kv_indices,
+        float(sm_scale) * float(k_scale),
+        float(v_scale),
+        q.stride(0),
+        q.stride(1),
+        k_cache.stride(0),
+        k_cache.stride(1),
+        v_cache.stride(0),
+        v_cache.stride(1),
+        out.stride(0),
+        out.stride(1),
+        GROUP_SIZE=num_heads // num_kv_heads,
+        HEAD_DIM=head_dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=block_d,
+        DOT_DTYPE=dot_dtype,
+        DOT_PRECISION=precision,
+        num_warps=num_warps,
+        num_stages=num_stages,
     )
     return out
 
 
-def extend_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                           qo_indptr: torch.Tensor, kv_indptr: torch.Tensor, kv_indices: torch.Tensor,
-                           sm_scale: float, k_scale: float = 1.0, v_scale: float = 1.0,
-                           out: torch.Tensor | None = None, *, max_q_len: int | None = None) -> torch.Tensor:
+def extend_attention_torch(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    out: torch.Tensor | None = None,
+    *,
+    max_q_len: int | None = None,
+) -> torch.Tensor:
     """q: [num_new_tokens, num_heads, head_dim] -> o: same shape (written into `out` if given).
 
     K/V are dequantized as cache value * scale. `max_q_len` is a launch hint for the Triton
@@ -130,15 +198,16 @@ def extend_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         q_len, kv_len = qo[b + 1] - qo[b], kv[b + 1] - kv[b]
         if q_len == 0:
             continue
-        slots = kv_indices[kv[b]:kv[b + 1]]
-        k = (k_cache[slots].to(torch.float32) * k_scale).to(q.dtype).transpose(0, 1)   # [Hkv, L, D]
+        slots = kv_indices[kv[b] : kv[b + 1]]
+        k = (k_cache[slots].to(torch.float32) * k_scale).to(q.dtype).transpose(0, 1)  # [Hkv, L, D]
         v = (v_cache[slots].to(torch.float32) * v_scale).to(q.dtype).transpose(0, 1)
-        qb = q[qo[b]:qo[b + 1]].transpose(0, 1)                             # [H, Q, D]
+        qb = q[qo[b] : qo[b + 1]].transpose(0, 1)  # [H, Q, D]
         prefix_len = kv_len - q_len
-        mask = (torch.arange(kv_len, device=q.device)[None, :]
-                <= prefix_len + torch.arange(q_len, device=q.device)[:, None])
+        mask = (
+            torch.arange(kv_len, device=q.device)[None, :] <= prefix_len + torch.arange(q_len, device=q.device)[:, None]
+        )
         ob = F.scaled_dot_product_attention(qb, k, v, attn_mask=mask, scale=sm_scale, enable_gqa=True)
-        out[qo[b]:qo[b + 1]] = ob.transpose(0, 1)
+        out[qo[b] : qo[b + 1]] = ob.transpose(0, 1)
     return out
 
 

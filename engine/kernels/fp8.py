@@ -6,6 +6,7 @@ maps their largest magnitude to half the format's largest value: later tokens up
 large still fit (vLLM's dynamic KV scales leave similar headroom), and the relative precision of
 normal FP8 values does not depend on their magnitude, so the headroom costs nothing else.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -18,6 +19,7 @@ FP8_DTYPES = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 class Fp8Grid(NamedTuple):
     """The representable values: `mantissa_bits` after the point, exponents >= `min_normal_exp`
     (smaller values are subnormals on the same spacing), magnitudes up to `max_value`."""
+
     mantissa_bits: int
     min_normal_exp: int
     max_value: float

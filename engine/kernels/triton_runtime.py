@@ -8,6 +8,7 @@ own standard-library functions included), by `TRITON_INTERPRET=1`. On a machine 
 the Triton kernels can only run interpreted, so this module sets that variable before it imports
 Triton there, unless Triton was imported already.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,12 +23,14 @@ if "triton" not in sys.modules and not torch.cuda.is_available():
 try:
     import triton
     import triton.language as tl
+
     HAS_TRITON = True
 except ImportError:  # the kernel modules must still import; only launching needs Triton
     HAS_TRITON = False
 
     class _MissingTriton:
         """Stands in for `triton` and `triton.language`: `@triton.jit` leaves the function as is."""
+
         constexpr = "constexpr"
 
         @staticmethod
@@ -40,12 +43,15 @@ except ImportError:  # the kernel modules must still import; only launching need
 def require_triton() -> None:
     """Raise a ValueError that says what to do when Triton is not installed."""
     if not HAS_TRITON:
-        raise ValueError("the Triton attention backend needs the `triton` package; install it "
-                         "(pip install triton) or use attention_backend='torch'")
+        raise ValueError(
+            "the Triton attention backend needs the `triton` package; install it "
+            "(pip install triton) or use attention_backend='torch'"
+        )
 
 
 def is_interpreted(kernel: Any) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
+
     return isinstance(kernel, InterpretedFunction)
 
 
@@ -53,8 +59,10 @@ def for_device(kernel: Any, device: torch.device) -> Any:
     """The kernel, after checking it can run on `device`: compiled kernels need CUDA tensors."""
     require_triton()
     if device.type != "cuda" and not is_interpreted(kernel):
-        raise ValueError("Triton kernels run on CPU tensors only under Triton's interpreter: set "
-                         "TRITON_INTERPRET=1 before triton is first imported, or use attention_backend='torch'")
+        raise ValueError(
+            "Triton kernels run on CPU tensors only under Triton's interpreter: set "
+            "TRITON_INTERPRET=1 before triton is first imported, or use attention_backend='torch'"
+        )
     return kernel
 
 

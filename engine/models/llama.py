@@ -1,14 +1,15 @@
 """Llama-family decoder (Llama 2/3, Qwen2, Mistral) over the paged KV pool.
 
 Parameter names match Hugging Face checkpoints, so a safetensors state dict loads as it is."""
+
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 
 @dataclass(frozen=True)
@@ -30,13 +31,15 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...]
 
     @classmethod
-    def from_hf(cls, cfg: dict) -> "ModelConfig":
+    def from_hf(cls, cfg: dict) -> ModelConfig:
         archs = cfg.get("architectures") or [cfg.get("model_type", "")]
         arch = archs[0]
         supported = ("LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM", "llama", "qwen2", "mistral")
         if arch not in supported:
-            raise ValueError(f"unsupported architecture {arch!r}; radixgate runs Llama, Qwen2 and Mistral "
-                             f"checkpoints ({', '.join(supported[:3])})")
+            raise ValueError(
+                f"unsupported architecture {arch!r}; radixgate runs Llama, Qwen2 and Mistral "
+                f"checkpoints ({', '.join(supported[:3])})"
+            )
         rope = cfg.get("rope_parameters") or {}
         scaling = cfg.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
         if scaling is not None:
@@ -128,7 +131,7 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(config.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, config.hidden_size, bias=False)
-        self.scaling = self.head_dim ** -0.5
+        self.scaling = self.head_dim**-0.5
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ctx) -> torch.Tensor:
         t = x.shape[0]
@@ -137,7 +140,7 @@ class Attention(nn.Module):
         v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
-        o = ctx.backend.forward(q, k, v, self.layer_id, self.scaling, ctx)   # [T, H, D]
+        o = ctx.backend.forward(q, k, v, self.layer_id, self.scaling, ctx)  # [T, H, D]
         return self.o_proj(o.reshape(t, self.num_heads * self.head_dim))
 
 
@@ -183,8 +186,9 @@ class LlamaForCausalLM(nn.Module):
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx,
-                sample_indices: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, ctx, sample_indices: torch.Tensor
+    ) -> torch.Tensor:
         """input_ids, positions: [T]; returns logits [len(sample_indices), vocab] in float32.
         Only the sampled positions go through the LM head."""
         x = self.model.embed_tokens(input_ids)

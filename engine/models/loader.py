@@ -1,4 +1,5 @@
 """Load a Llama-family model and its tokenizer from a local Hugging Face checkpoint folder."""
+
 from __future__ import annotations
 
 import json
@@ -51,16 +52,19 @@ def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCaus
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]
     if missing or unexpected:
-        raise ValueError(f"checkpoint {path!r} does not match a {config.architecture}: "
-                         f"missing {missing[:5]}, unexpected {unexpected[:5]}")
+        raise ValueError(
+            f"checkpoint {path!r} does not match a {config.architecture}: "
+            f"missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
     if config.tie_word_embeddings:
         model.lm_head.weight = model.model.embed_tokens.weight
     # assign=True keeps the state dict's tensors (read on the CPU): move them where the model runs.
     model = model.to(device=device, dtype=dtype).eval()
-    model.rotary.inv_freq = rope_inv_freq(config).to(device)   # rope stays float32, as in HF
+    model.rotary.inv_freq = rope_inv_freq(config).to(device)  # rope stays float32, as in HF
     return model, kv_scales
 
 
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
+
     return AutoTokenizer.from_pretrained(path)

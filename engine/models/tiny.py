@@ -4,6 +4,7 @@ Generated deterministically from a fixed seed on first use and written as an ord
 checkpoint (config.json, model.safetensors, tokenizer.json) into the cache folder, then loaded
 through the same path as any other checkpoint. Its weights are random: its text is noise, but its
 shapes, token counts and timings behave like a real model's."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,14 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-TINY_SHAPE = dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=8,
-                  num_key_value_heads=2, max_position_embeddings=8192)
+TINY_SHAPE = dict(
+    hidden_size=256,
+    intermediate_size=768,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    max_position_embeddings=8192,
+)
 
 
 def tiny_checkpoint_dir() -> str:
@@ -36,14 +43,22 @@ def ensure_tiny_checkpoint() -> str:
     # Written to a temporary folder and renamed, so a crash or a concurrent writer never leaves half a checkpoint.
     tmp = tempfile.mkdtemp(prefix="tiny-", dir=os.path.dirname(path))
     tokenizer = build_cl100k_tokenizer()
-    write_random_checkpoint(tmp, "llama", vocab_size=len(tokenizer), tokenizer=tokenizer,
-                            eos_token_id=[tokenizer.convert_tokens_to_ids(ENDOFTEXT),
-                                          tokenizer.convert_tokens_to_ids(IM_END)],
-                            tie_word_embeddings=True, seed=TINY_SEED, initializer_range=0.05, **TINY_SHAPE)
+    write_random_checkpoint(
+        tmp,
+        "llama",
+        vocab_size=len(tokenizer),
+        tokenizer=tokenizer,
+        eos_token_id=[tokenizer.convert_tokens_to_ids(ENDOFTEXT), tokenizer.convert_tokens_to_ids(IM_END)],
+        tie_word_embeddings=True,
+        seed=TINY_SEED,
+        initializer_range=0.05,
+        **TINY_SHAPE,
+    )
     try:
         os.rename(tmp, path)
-    except OSError:   # another process won the race; its checkpoint is identical
+    except OSError:  # another process won the race; its checkpoint is identical
         import shutil
+
         shutil.rmtree(tmp, ignore_errors=True)
     return path
 
@@ -62,6 +77,7 @@ def build_cl100k_tokenizer():
     # cl100k's special tokens sit at fixed ids above the BPE ranks; add them in id order, filling gaps.
     next_id = backend.get_vocab_size()
     from tokenizers import AddedToken
+
     for text, token_id in specials:
         while next_id < token_id:
             backend.add_special_tokens([AddedToken(f"<|reserved_{next_id}|>", special=True)])
@@ -69,12 +85,25 @@ def build_cl100k_tokenizer():
         backend.add_special_tokens([AddedToken(text, special=True)])
         next_id += 1
     backend.add_special_tokens([AddedToken(IM_START, special=True), AddedToken(IM_END, special=True)])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token=IM_END, pad_token=ENDOFTEXT,
-                                   chat_template=CHAT_TEMPLATE, model_max_length=TINY_SHAPE["max_position_embeddings"])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=IM_END,
+        pad_token=ENDOFTEXT,
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=TINY_SHAPE["max_position_embeddings"],
+    )
 
 
-def write_random_checkpoint(path: str, architecture: str, *, vocab_size: int, tokenizer=None, seed: int = 0,
-                            dtype: str = "float32", **config_kwargs) -> str:
+def write_random_checkpoint(
+    path: str,
+    architecture: str,
+    *,
+    vocab_size: int,
+    tokenizer=None,
+    seed: int = 0,
+    dtype: str = "float32",
+    **config_kwargs,
+) -> str:
     """Writes a random-weight Hugging Face checkpoint with `save_pretrained` (llama, qwen2 or mistral)."""
     import torch
     import transformers

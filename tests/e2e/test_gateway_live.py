@@ -1,6 +1,7 @@
 """A real `radixgate serve` on a loopback port, driven the way users drive it:
 the official `openai` package, SGLang-style monitoring lines, 64 concurrent streams with
 disconnects, and the dashboard in headless Chromium."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,8 +9,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import httpx
 import openai
@@ -43,8 +44,11 @@ def test_openai_chat_reports_cached_tokens(client: openai.OpenAI) -> None:
     usages = []
     for question in ("Where is my order?", "Can I get a refund?"):
         reply = client.chat.completions.create(
-            model="tiny", max_tokens=4, temperature=0,
-            messages=[{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": question}])
+            model="tiny",
+            max_tokens=4,
+            temperature=0,
+            messages=[{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": question}],
+        )
         assert reply.choices[0].message.role == "assistant"
         assert reply.usage.completion_tokens == 4
         usages.append(reply.usage)
@@ -54,8 +58,13 @@ def test_openai_chat_reports_cached_tokens(client: openai.OpenAI) -> None:
 
 def test_openai_chat_stream_with_usage(client: openai.OpenAI) -> None:
     stream = client.chat.completions.create(
-        model="tiny", max_tokens=5, temperature=0, stream=True, stream_options={"include_usage": True},
-        messages=[{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "streamed"}])
+        model="tiny",
+        max_tokens=5,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "streamed"}],
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text
@@ -89,23 +98,37 @@ def test_sglang_monitoring_lines(server: ServerProcess) -> None:
     if curl:  # the literal line SGLang users run
         import subprocess
 
-        out = subprocess.run(f"{curl} -s {server.base_url}/metrics | grep cache", shell=True, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            f"{curl} -s {server.base_url}/metrics | grep cache", shell=True, check=True, capture_output=True, text=True
+        ).stdout
     else:
         lines = requests.get(f"{server.base_url}/metrics").text.splitlines()
         out = "\n".join(line for line in lines if "cache" in line)
-    for name in ("sglang:cache_hit_rate", "radixgate:prefix_cache_hits_total", "radixgate:prefix_cache_queries_total",
-                 "vllm:kv_cache_usage_perc"):
+    for name in (
+        "sglang:cache_hit_rate",
+        "radixgate:prefix_cache_hits_total",
+        "radixgate:prefix_cache_queries_total",
+        "vllm:kv_cache_usage_perc",
+    ):
         assert name in out
     families = {f.name for f in text_string_to_metric_families(requests.get(f"{server.base_url}/metrics").text)}
-    assert {"sglang:cache_hit_rate", "sglang:token_usage", "vllm:num_requests_waiting",
-            "sglang:time_to_first_token_seconds"} <= families
+    assert {
+        "sglang:cache_hit_rate",
+        "sglang:token_usage",
+        "vllm:num_requests_waiting",
+        "sglang:time_to_first_token_seconds",
+    } <= families
 
 
 async def _one_stream(http: httpx.AsyncClient, index: int, disconnect: bool) -> str:
-    body = {"model": "tiny", "stream": True, "stream_options": {"include_usage": True},
-            "max_tokens": 400 if disconnect else 12, "ignore_eos": disconnect,
-            "messages": [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": f"client {index}"}]}
+    body = {
+        "model": "tiny",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "max_tokens": 400 if disconnect else 12,
+        "ignore_eos": disconnect,
+        "messages": [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": f"client {index}"}],
+    }
     chunks = 0
     async with http.stream("POST", "/v1/chat/completions", json=body) as response:
         if response.status_code != 200:
@@ -115,7 +138,7 @@ async def _one_stream(http: httpx.AsyncClient, index: int, disconnect: bool) -> 
                 continue
             if line == "data: [DONE]":
                 return "done"
-            event = json.loads(line[len("data: "):])
+            event = json.loads(line[len("data: ") :])
             if "error" in event:
                 return "error event"
             chunks += 1
@@ -133,8 +156,9 @@ def _metric(text: str, name: str, **labels: str) -> float:
 
 
 def test_load_with_disconnects_leaks_nothing(server: ServerProcess) -> None:
-    aborted_before = _metric(requests.get(f"{server.base_url}/metrics").text, "radixgate:requests_total",
-                             endpoint="chat", outcome="aborted")
+    aborted_before = _metric(
+        requests.get(f"{server.base_url}/metrics").text, "radixgate:requests_total", endpoint="chat", outcome="aborted"
+    )
 
     async def load() -> list[str]:
         limits = httpx.Limits(max_connections=64, max_keepalive_connections=0)
@@ -162,14 +186,17 @@ def test_load_with_disconnects_leaks_nothing(server: ServerProcess) -> None:
 
 def test_non_streaming_client_that_leaves_aborts_its_request(server: ServerProcess) -> None:
     metrics_url = f"{server.base_url}/metrics"
-    before = _metric(requests.get(metrics_url).text, "radixgate:requests_total", endpoint="completions",
-                     outcome="aborted")
+    before = _metric(
+        requests.get(metrics_url).text, "radixgate:requests_total", endpoint="completions", outcome="aborted"
+    )
     body = {"model": "tiny", "prompt": "a long answer, please", "max_tokens": 4000, "ignore_eos": True}
     with pytest.raises(requests.exceptions.ReadTimeout):
         requests.post(f"{server.base_url}/v1/completions", json=body, timeout=1.0)
     deadline = time.monotonic() + 10  # 4000 tokens would take far longer than this
-    while _metric(requests.get(metrics_url).text, "radixgate:requests_total", endpoint="completions",
-                  outcome="aborted") == before:
+    while (
+        _metric(requests.get(metrics_url).text, "radixgate:requests_total", endpoint="completions", outcome="aborted")
+        == before
+    ):
         assert time.monotonic() < deadline, "the request kept running after its client left"
         time.sleep(0.1)
     # The gateway counts the abort when it sends it; the engine thread frees the request at its next step.
@@ -179,7 +206,7 @@ def test_non_streaming_client_that_leaves_aborts_its_request(server: ServerProce
 
 
 def test_dashboard_renders_data_in_chromium(server: ServerProcess, tmp_path: Path) -> None:
-    from radixgate.gateway.screenshot import MIN_INK, capture, find_chromium, run_workload
+    from radixgate.bench.screenshot import MIN_INK, capture, find_chromium, run_workload
 
     if find_chromium() is None:
         pytest.skip("Chromium is not installed; install it with: apt-get install -y chromium")

@@ -1,15 +1,16 @@
 """Two API keys, two tenants, one live server: neither sees the other's cached prefixes or statistics."""
+
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import openai
 import pytest
 import requests
 
-from radixgate.gateway import stats_cli
+from radixgate.gateway import prompt_stats_cli as stats_cli
 from radixgate.gateway.server_process import ServerProcess
 
 PROMPT = "Tenant isolation check. " + " ".join(f"Confidential clause {i} of the contract." for i in range(60))
@@ -29,8 +30,9 @@ def _client(server: ServerProcess, key: str) -> openai.OpenAI:
 
 def _cached(client: openai.OpenAI, template: str) -> int:
     metadata = {"prompt_template": template, "prompt_source": "tests:1"}
-    reply = client.completions.create(model="tiny", prompt=PROMPT, max_tokens=1,
-                                      extra_body={"metadata": metadata, "cache_salt": "tenant:tenant-a"})
+    reply = client.completions.create(
+        model="tiny", prompt=PROMPT, max_tokens=1, extra_body={"metadata": metadata, "cache_salt": "tenant:tenant-a"}
+    )
     return reply.usage.prompt_tokens_details.cached_tokens
 
 
@@ -51,8 +53,9 @@ def test_keys_are_required_except_for_health(server: ServerProcess) -> None:
         _client(server, "key-c").models.list()
 
 
-def test_stats_command_sees_only_its_tenant(server: ServerProcess, capsys: pytest.CaptureFixture[str],
-                                            tmp_path: Path) -> None:
+def test_stats_command_sees_only_its_tenant(
+    server: ServerProcess, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     _cached(_client(server, "key-a"), "contract-a")
     _cached(_client(server, "key-b"), "contract-b")
     assert stats_cli.main(["--url", server.base_url, "--api-key", "key-a"]) == 0

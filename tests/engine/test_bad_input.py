@@ -1,4 +1,5 @@
 """Bad input: a ValueError that says what to change, nothing allocated, the engine keeps serving."""
+
 from __future__ import annotations
 
 import asyncio
@@ -8,25 +9,31 @@ import pytest
 from radixgate.engine import EngineConfig, SamplingParams
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(max_new_tokens=0), "max_new_tokens"),
-    (dict(temperature=-0.5), "temperature"),
-    (dict(top_p=0.0), "top_p"),
-    (dict(top_p=1.5), "top_p"),
-    (dict(top_k=0), "top_k"),
-    (dict(min_p=2.0), "min_p"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(temperature=-0.5), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(top_k=0), "top_k"),
+        (dict(min_p=2.0), "min_p"),
+    ],
+)
 def test_bad_sampling_params(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SamplingParams(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(page_size=3), "page_size"),
-    (dict(schedule_policy="random"), "schedule_policy"),
-    (dict(max_total_tokens=2), "max_total_tokens"),
-    (dict(attention_backend="flash"), "attention_backend"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(page_size=3), "page_size"),
+        (dict(schedule_policy="random"), "schedule_policy"),
+        (dict(max_total_tokens=2), "max_total_tokens"),
+        (dict(attention_backend="flash"), "attention_backend"),
+    ],
+)
 def test_bad_engine_config(kwargs, message):
     with pytest.raises(ValueError, match=message):
         EngineConfig(**kwargs)
@@ -36,9 +43,13 @@ def test_bad_requests_are_rejected_before_allocation(make_engine):
     engine = make_engine(max_total_tokens=2048)
     ok = SamplingParams(max_new_tokens=2, temperature=0)
     before = engine.stats()["available_tokens"]
-    cases = [([], "empty"), ([1, -1], "outside the vocabulary"), ([10**7], "outside the vocabulary"),
-             (list(range(100, 100 + engine.context_len + 5)), "context window"),
-             (list(range(100, 2200)), "max_total_tokens")]
+    cases = [
+        ([], "empty"),
+        ([1, -1], "outside the vocabulary"),
+        ([10**7], "outside the vocabulary"),
+        (list(range(100, 100 + engine.context_len + 5)), "context window"),
+        (list(range(100, 2200)), "max_total_tokens"),
+    ]
     for ids, message in cases:
         with pytest.raises(ValueError, match=message):
             engine.generate(input_ids=[ids], sampling=ok)
@@ -60,7 +71,8 @@ def test_bad_requests_are_rejected_before_allocation(make_engine):
 
 def test_duplicate_request_id_is_rejected(make_engine):
     engine = make_engine()
-    from radixgate.engine.request import Req  # noqa: F401
+    from radixgate.engine.scheduler.request import Req  # noqa: F401
+
     req = engine._make_req([1, 2], SamplingParams(max_new_tokens=2), None, "same", None)
     engine._add(req)
     with pytest.raises(ValueError, match="already in use"):

@@ -1,4 +1,5 @@
 """Shared prefixes are computed once: the chatbot workload and multi-turn conversations."""
+
 from __future__ import annotations
 
 import random
@@ -9,8 +10,10 @@ from radixgate.engine import SamplingParams
 
 
 def _system_prompt(tokenizer, n_tokens: int) -> list[int]:
-    words = ("You are a careful support assistant for a hardware store. Answer briefly, cite the "
-             "policy section, never invent prices, and escalate refunds above fifty dollars. ").split()
+    words = (
+        "You are a careful support assistant for a hardware store. Answer briefly, cite the "
+        "policy section, never invent prices, and escalate refunds above fifty dollars. "
+    ).split()
     rng = random.Random(7)
     ids: list[int] = []
     while len(ids) < n_tokens:
@@ -21,10 +24,15 @@ def _system_prompt(tokenizer, n_tokens: int) -> list[int]:
 def test_chatbot_workload_computes_the_system_prompt_once(make_engine):
     engine = make_engine(max_total_tokens=65536)
     system = _system_prompt(engine.tokenizer, 1000)
-    questions = [engine.tokenizer.encode(f" Q{i}: where do I find item {i * 37 % 1000} and is it in stock?",
-                                         add_special_tokens=False) for i in range(200)]
-    outs = engine.generate(input_ids=[system + q for q in questions],
-                           sampling=SamplingParams(max_new_tokens=1, temperature=0.0))
+    questions = [
+        engine.tokenizer.encode(
+            f" Q{i}: where do I find item {i * 37 % 1000} and is it in stock?", add_special_tokens=False
+        )
+        for i in range(200)
+    ]
+    outs = engine.generate(
+        input_ids=[system + q for q in questions], sampling=SamplingParams(max_new_tokens=1, temperature=0.0)
+    )
     computed = engine.stats()["num_prefill_computed_tokens"]
     ideal = 1000 + sum(len(q) for q in questions)
     assert computed <= 1.02 * ideal, (computed, ideal)

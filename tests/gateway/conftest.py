@@ -3,9 +3,11 @@
 Every test must leave the engine idle with no page leaked; the autouse fixture checks that.
 Tests use prompts of their own so the shared prefix cache never links two tests.
 """
+
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient

@@ -1,4 +1,5 @@
 """`radixgate serve` flags: passed through to EngineConfig, and bad values exit 2 with the engine's message."""
+
 from __future__ import annotations
 
 import socket
@@ -15,22 +16,40 @@ def _args(*argv: str):
 def test_only_given_engine_flags_reach_the_engine_config() -> None:
     from radixgate.engine import EngineConfig
 
-    config = cli.engine_config(_args("--page-size", "16", "--disable-radix-cache", "--schedule-policy", "fcfs",
-                                     "--kv-cache-dtype", "auto", "--max-total-tokens", "4096"))
+    config = cli.engine_config(
+        _args(
+            "--page-size",
+            "16",
+            "--disable-radix-cache",
+            "--schedule-policy",
+            "fcfs",
+            "--kv-cache-dtype",
+            "auto",
+            "--max-total-tokens",
+            "4096",
+        )
+    )
     defaults = EngineConfig()
-    assert (config.page_size, config.disable_radix_cache, config.schedule_policy, config.max_total_tokens) == \
-        (16, True, "fcfs", 4096)
+    assert (config.page_size, config.disable_radix_cache, config.schedule_policy, config.max_total_tokens) == (
+        16,
+        True,
+        "fcfs",
+        4096,
+    )
     assert config.chunked_prefill_size == defaults.chunked_prefill_size
     assert config.enable_hicache == defaults.enable_hicache
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--kv-cache-dtype", "int3"], "kv_cache_dtype"),
-    (["--page-size", "3"], "page_size"),
-    (["--schedule-policy", "random"], "schedule_policy"),
-    (["--max-queued-requests", "0"], "max_queued_requests"),
-    (["--api-keys-file", "/nonexistent/keys.json"], "keys.json"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--kv-cache-dtype", "int3"], "kv_cache_dtype"),
+        (["--page-size", "3"], "page_size"),
+        (["--schedule-policy", "random"], "schedule_policy"),
+        (["--max-queued-requests", "0"], "max_queued_requests"),
+        (["--api-keys-file", "/nonexistent/keys.json"], "keys.json"),
+    ],
+)
 def test_bad_values_exit_2_with_a_message(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -48,8 +67,9 @@ def test_busy_port_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_keys_from_flag_and_file_are_merged(tmp_path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("k-file team-x\n")
-    config = cli.gateway_config(_args("--api-keys-file", str(keys), "--api-key", "k-flag",
-                                      "--rate-limit-rpm", "10"), engine=None)
+    config = cli.gateway_config(
+        _args("--api-keys-file", str(keys), "--api-key", "k-flag", "--rate-limit-rpm", "10"), engine=None
+    )
     assert dict(config.api_keys) == {"k-file": "team-x", "k-flag": "default"}
     assert config.rate_limit_rpm == 10 and config.auth_enabled
 

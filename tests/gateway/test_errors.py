@@ -1,4 +1,5 @@
 """Bad input gets a 4xx with OpenAI's error body, never a 5xx."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,9 @@ def test_prompt_plus_output_longer_than_context(client: TestClient, worker) -> N
 
 
 def test_malformed_json(client: TestClient) -> None:
-    r = client.post("/v1/chat/completions", content=b'{"model": "tiny", "messages": [',
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/chat/completions", content=b'{"model": "tiny", "messages": [', headers={"content-type": "application/json"}
+    )
     assert r.status_code == 400
     assert _error(r)["code"] == "invalid_json"
 
@@ -42,33 +44,40 @@ def test_unknown_model(client: TestClient) -> None:
 
 @pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
 def test_negative_max_tokens(client: TestClient, field: str) -> None:
-    r = client.post("/v1/chat/completions", json={"model": "tiny", field: -5,
-                                                  "messages": [{"role": "user", "content": "x"}]})
+    r = client.post(
+        "/v1/chat/completions", json={"model": "tiny", field: -5, "messages": [{"role": "user", "content": "x"}]}
+    )
     assert r.status_code == 400
     assert _error(r)["param"] == field
 
 
-@pytest.mark.parametrize("body", [
-    {"model": "tiny", "messages": []},
-    {"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]},
-    {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": -1},
-    {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "top_p": 0},
-    {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "logprobs": True},
-    {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
-    {"messages": [{"role": "user", "content": "x"}]},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "tiny", "messages": []},
+        {"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]},
+        {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": -1},
+        {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "top_p": 0},
+        {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "logprobs": True},
+        {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
+        {"messages": [{"role": "user", "content": "x"}]},
+    ],
+)
 def test_invalid_chat_bodies(client: TestClient, body: dict) -> None:
     r = client.post("/v1/chat/completions", json=body)
     assert r.status_code == 400, r.text
     _error(r)
 
 
-@pytest.mark.parametrize("body", [
-    {"model": "tiny", "prompt": []},
-    {"model": "tiny", "prompt": [10 ** 9]},
-    {"model": "tiny", "prompt": "x", "echo": True},
-    {"model": "tiny", "prompt": "x", "top_k": 0},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "tiny", "prompt": []},
+        {"model": "tiny", "prompt": [10**9]},
+        {"model": "tiny", "prompt": "x", "echo": True},
+        {"model": "tiny", "prompt": "x", "top_k": 0},
+    ],
+)
 def test_invalid_completion_bodies(client: TestClient, body: dict) -> None:
     r = client.post("/v1/completions", json=body)
     assert r.status_code == 400, r.text

@@ -1,4 +1,5 @@
 """/metrics: Prometheus text that parses, SGLang / vLLM names, bounded template labels."""
+
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
@@ -32,8 +33,14 @@ def test_metrics_parse_and_carry_the_known_names(client: TestClient, long_prefix
     assert _value(samples, "sglang:cache_hit_rate") == info["cache_hit_rate"]
     assert _value(samples, "radixgate:prefix_cache_hits_total") == info["prefix_cache_hits"]
     assert _value(samples, "radixgate:prefix_cache_queries_total") == info["prefix_cache_queries"]
-    for name in ("sglang:token_usage", "vllm:num_requests_waiting", "vllm:num_requests_running",
-                 "vllm:kv_cache_usage_perc", "sglang:num_running_reqs", "sglang:num_queue_reqs"):
+    for name in (
+        "sglang:token_usage",
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_running",
+        "vllm:kv_cache_usage_perc",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+    ):
         _value(samples, name)
     assert _value(samples, "sglang:time_to_first_token_seconds_count") == 2
     assert _value(samples, "sglang:e2e_request_latency_seconds_count") == 2
@@ -45,8 +52,15 @@ def test_metrics_parse_and_carry_the_known_names(client: TestClient, long_prefix
 def test_template_labels_are_bounded(make_client) -> None:
     c = make_client(max_template_labels=2)
     for template in ("a", "b", "c", "d"):
-        c.post("/v1/completions", json={"model": "tiny", "prompt": f"template {template}", "max_tokens": 1,
-                                        "metadata": {"prompt_template": template}})
+        c.post(
+            "/v1/completions",
+            json={
+                "model": "tiny",
+                "prompt": f"template {template}",
+                "max_tokens": 1,
+                "metadata": {"prompt_template": template},
+            },
+        )
     samples = _samples(c.get("/metrics").text)
     labels = {dict(ls)["template"]: v for (n, ls), v in samples.items() if n == "radixgate:template_requests_total"}
     assert labels == {"a": 1.0, "b": 1.0, "other": 2.0}
@@ -79,8 +93,9 @@ def test_tier_hits_with_hicache() -> None:
                 assert r.status_code == 200
             assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
             samples = _samples(c.get("/metrics").text)
-            tiers = {dict(ls)["tier"]: v for (n, ls), v in samples.items()
-                     if n == "radixgate:prefix_cache_tier_hits_total"}
+            tiers = {
+                dict(ls)["tier"]: v for (n, ls), v in samples.items() if n == "radixgate:prefix_cache_tier_hits_total"
+            }
             assert tiers["host"] > 0
             assert sum(tiers.values()) == _value(samples, "radixgate:prefix_cache_hits_total")
             assert _value(samples, "radixgate:hicache_host_used_tokens") > 0

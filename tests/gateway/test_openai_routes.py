@@ -1,4 +1,5 @@
 """/v1/chat/completions, /v1/completions and /v1/models against the real tiny engine."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ def _events(text: str) -> list:
     for block in text.split("\n\n"):
         if block.strip():
             assert block.startswith("data: "), block
-            payload = block[len("data: "):]
+            payload = block[len("data: ") :]
             out.append(payload if payload == "[DONE]" else json.loads(payload))
     return out
 
@@ -21,9 +22,15 @@ def test_chat_reports_cached_tokens_on_a_shared_prefix(client: TestClient, long_
     system = long_prefix("chat-cache")
     usages = []
     for question in ("first question?", "second question?"):
-        r = client.post("/v1/chat/completions", json={
-            "model": "tiny", "max_tokens": 4, "temperature": 0,
-            "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]})
+        r = client.post(
+            "/v1/chat/completions",
+            json={
+                "model": "tiny",
+                "max_tokens": 4,
+                "temperature": 0,
+                "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+            },
+        )
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["object"] == "chat.completion"
@@ -35,10 +42,17 @@ def test_chat_reports_cached_tokens_on_a_shared_prefix(client: TestClient, long_
 
 
 def test_chat_stream_matches_openai_wire_format(client: TestClient) -> None:
-    r = client.post("/v1/chat/completions", json={
-        "model": "tiny", "max_tokens": 5, "temperature": 0, "stream": True,
-        "stream_options": {"include_usage": True},
-        "messages": [{"role": "user", "content": "stream format check"}]})
+    r = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "tiny",
+            "max_tokens": 5,
+            "temperature": 0,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "stream format check"}],
+        },
+    )
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/event-stream")
     events = _events(r.text)
@@ -53,15 +67,22 @@ def test_chat_stream_matches_openai_wire_format(client: TestClient) -> None:
     assert "cached_tokens" in usage_chunk["usage"]["prompt_tokens_details"]
     assert all(c["usage"] is None for c in chunks[:-1])
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
-    full = client.post("/v1/chat/completions", json={
-        "model": "tiny", "max_tokens": 5, "temperature": 0,
-        "messages": [{"role": "user", "content": "stream format check"}]}).json()
+    full = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "tiny",
+            "max_tokens": 5,
+            "temperature": 0,
+            "messages": [{"role": "user", "content": "stream format check"}],
+        },
+    ).json()
     assert text == full["choices"][0]["message"]["content"]
 
 
 def test_stream_without_include_usage_has_no_usage_field(client: TestClient) -> None:
-    r = client.post("/v1/completions", json={"model": "tiny", "prompt": "no usage please", "max_tokens": 3,
-                                             "stream": True})
+    r = client.post(
+        "/v1/completions", json={"model": "tiny", "prompt": "no usage please", "max_tokens": 3, "stream": True}
+    )
     events = _events(r.text)
     assert events[-1] == "[DONE]"
     assert all("usage" not in e for e in events[:-1])
@@ -69,15 +90,18 @@ def test_stream_without_include_usage_has_no_usage_field(client: TestClient) -> 
 
 
 def test_completions_accepts_text_ids_and_batches(client: TestClient, worker) -> None:
-    r = client.post("/v1/completions", json={"model": "tiny", "prompt": "Once upon a time", "max_tokens": 3,
-                                             "temperature": 0})
+    r = client.post(
+        "/v1/completions", json={"model": "tiny", "prompt": "Once upon a time", "max_tokens": 3, "temperature": 0}
+    )
     assert r.status_code == 200
     text = r.json()["choices"][0]["text"]
     ids = worker.tokenize("Once upon a time")
     r = client.post("/v1/completions", json={"model": "tiny", "prompt": ids, "max_tokens": 3, "temperature": 0})
     assert r.json()["choices"][0]["text"] == text
-    r = client.post("/v1/completions", json={"model": "tiny", "prompt": ["alpha beta", "gamma delta"],
-                                             "max_tokens": 2, "n": 2, "temperature": 0})
+    r = client.post(
+        "/v1/completions",
+        json={"model": "tiny", "prompt": ["alpha beta", "gamma delta"], "max_tokens": 2, "n": 2, "temperature": 0},
+    )
     body = r.json()
     assert [c["index"] for c in body["choices"]] == [0, 1, 2, 3]
     assert body["usage"]["completion_tokens"] == 8
@@ -91,7 +115,7 @@ def test_completions_default_max_tokens_is_16(client: TestClient) -> None:
 def test_stop_sequence_cuts_the_text(client: TestClient) -> None:
     base = {"model": "tiny", "prompt": "stop sequence check", "max_tokens": 12, "temperature": 0}
     text = client.post("/v1/completions", json=base).json()["choices"][0]["text"]
-    stop = text[len(text) // 2: len(text) // 2 + 2] or text[:1]
+    stop = text[len(text) // 2 : len(text) // 2 + 2] or text[:1]
     r = client.post("/v1/completions", json={**base, "stop": [stop]}).json()
     assert stop not in r["choices"][0]["text"]
     assert r["choices"][0]["finish_reason"] == "stop"
@@ -119,9 +143,17 @@ def test_served_model_name(make_client) -> None:
 
 
 def test_chat_stream_with_n_choices(client: TestClient) -> None:
-    r = client.post("/v1/chat/completions", json={
-        "model": "tiny", "max_tokens": 3, "n": 2, "stream": True, "stream_options": {"include_usage": True},
-        "messages": [{"role": "user", "content": "two choices"}]})
+    r = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "tiny",
+            "max_tokens": 3,
+            "n": 2,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "two choices"}],
+        },
+    )
     chunks = _events(r.text)[:-1]
     finished = sorted(c["choices"][0]["index"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
     assert finished == [0, 1]
@@ -129,13 +161,20 @@ def test_chat_stream_with_n_choices(client: TestClient) -> None:
 
 
 def test_agent_messages_with_tools_render(client: TestClient) -> None:
-    tool_call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"x\"}"}}
-    r = client.post("/v1/chat/completions", json={
-        "model": "tiny", "max_tokens": 2,
-        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
-        "messages": [{"role": "user", "content": "find x"},
-                     {"role": "assistant", "content": None, "tool_calls": [tool_call]},
-                     {"role": "tool", "tool_call_id": "call_1", "content": "x is 42"},
-                     {"role": "user", "content": [{"type": "text", "text": "and "}, {"type": "text", "text": "y?"}]}]})
+    tool_call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "x"}'}}
+    r = client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "tiny",
+            "max_tokens": 2,
+            "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
+            "messages": [
+                {"role": "user", "content": "find x"},
+                {"role": "assistant", "content": None, "tool_calls": [tool_call]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "x is 42"},
+                {"role": "user", "content": [{"type": "text", "text": "and "}, {"type": "text", "text": "y?"}]},
+            ],
+        },
+    )
     assert r.status_code == 200, r.text
     assert r.json()["usage"]["prompt_tokens"] > 10

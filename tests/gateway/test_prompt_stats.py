@@ -1,12 +1,24 @@
 """Per-template statistics: the aggregation, and /v1/prompt_stats fed by request metadata."""
+
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
 from radixgate.gateway.prompt_stats import PromptStats, RequestTags, estimate_static_tokens
 
-FIELDS = {"template", "source", "requests", "prompt_tokens", "cached_tokens", "hit_rate", "static_prefix_tokens",
-          "distinct_static_prefixes", "recomputed_static_tokens", "recomputed_tokens", "mean_ttft_ms"}
+FIELDS = {
+    "template",
+    "source",
+    "requests",
+    "prompt_tokens",
+    "cached_tokens",
+    "hit_rate",
+    "static_prefix_tokens",
+    "distinct_static_prefixes",
+    "recomputed_static_tokens",
+    "recomputed_tokens",
+    "mean_ttft_ms",
+}
 
 
 def test_aggregation_counts_recomputed_static_tokens() -> None:
@@ -15,7 +27,7 @@ def test_aggregation_counts_recomputed_static_tokens() -> None:
     stats.record("t", tags, prompt_tokens=1200, cached_tokens=0, static_tokens=1000)
     stats.record("t", tags, prompt_tokens=1200, cached_tokens=1000, static_tokens=1000)
     stats.record("t", RequestTags("bot", "app/bot.py:42", "h2", 4000), 1200, 400, 1000)
-    row, = stats.snapshot()["templates"]
+    (row,) = stats.snapshot()["templates"]
     assert set(row) == FIELDS
     assert row["requests"] == 3 and row["prompt_tokens"] == 3600 and row["cached_tokens"] == 1400
     assert row["recomputed_static_tokens"] == 1000 + 0 + 600
@@ -57,11 +69,17 @@ def test_static_token_estimate() -> None:
 
 def test_endpoint_reports_templates_from_metadata(client: TestClient, long_prefix) -> None:
     static = long_prefix("stats-endpoint")
-    meta = {"prompt_template": "support-bot", "prompt_source": "app/bot.py:42", "static_prefix_hash": "abc",
-            "static_prefix_chars": str(len(static))}
+    meta = {
+        "prompt_template": "support-bot",
+        "prompt_source": "app/bot.py:42",
+        "static_prefix_hash": "abc",
+        "static_prefix_chars": str(len(static)),
+    }
     for question in ("q1", "q2", "q3"):
-        r = client.post("/v1/completions", json={"model": "tiny", "prompt": f"{static} {question}",
-                                                 "max_tokens": 1, "metadata": meta})
+        r = client.post(
+            "/v1/completions",
+            json={"model": "tiny", "prompt": f"{static} {question}", "max_tokens": 1, "metadata": meta},
+        )
         assert r.status_code == 200
     client.post("/v1/completions", json={"model": "tiny", "prompt": "untagged", "max_tokens": 1})
     rows = {r["template"]: r for r in client.get("/v1/prompt_stats").json()["templates"]}
@@ -78,8 +96,15 @@ def test_endpoint_reports_templates_from_metadata(client: TestClient, long_prefi
 def test_chat_metadata_uses_the_character_ratio(client: TestClient, long_prefix) -> None:
     static = long_prefix("chat-stats", sentences=20)
     meta = {"prompt_template": "chat-t", "static_prefix_chars": str(len(static))}
-    client.post("/v1/chat/completions", json={"model": "tiny", "max_tokens": 1, "metadata": meta, "messages": [
-        {"role": "system", "content": static}, {"role": "user", "content": "dynamic part " * 20}]})
+    client.post(
+        "/v1/chat/completions",
+        json={
+            "model": "tiny",
+            "max_tokens": 1,
+            "metadata": meta,
+            "messages": [{"role": "system", "content": static}, {"role": "user", "content": "dynamic part " * 20}],
+        },
+    )
     row = next(r for r in client.get("/v1/prompt_stats").json()["templates"] if r["template"] == "chat-t")
     assert 0 < row["static_prefix_tokens"] < row["prompt_tokens"]
 
@@ -92,7 +117,7 @@ def test_untagged_static_parts_rank_by_all_recomputed_tokens_and_ttft_is_average
     stats.record("t", sdk, prompt_tokens=1200, cached_tokens=0, static_tokens=1000, ttft=0.030)
     stats.record("t", plain, prompt_tokens=1300, cached_tokens=0, static_tokens=0, ttft=0.050)
     rows = stats.snapshot()["templates"]
-    assert [r["template"] for r in rows] == ["bad", "fixed"]   # 1300 recomputed beats 1000 static recomputed
+    assert [r["template"] for r in rows] == ["bad", "fixed"]  # 1300 recomputed beats 1000 static recomputed
     fixed = rows[1]
     assert fixed["recomputed_tokens"] == 1300 and fixed["recomputed_static_tokens"] == 1000
     assert fixed["mean_ttft_ms"] == 20.0 and rows[0]["mean_ttft_ms"] == 50.0

@@ -1,4 +1,5 @@
 """Token buckets with a fake clock."""
+
 from __future__ import annotations
 
 import pytest
@@ -50,4 +51,4 @@ def test_tenants_have_separate_buckets() -> None:
 def test_no_limits_admit_everything() -> None:
     limiter = RateLimiter(None, None)
     for _ in range(1000):
-        limiter.check_and_charge("t", 10 ** 6)
+        limiter.check_and_charge("t", 10**6)

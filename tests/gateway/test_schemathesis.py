@@ -3,6 +3,7 @@
 Bounded: a handful of examples per operation, and generated `max_tokens` values are clamped
 so a valid request never decodes thousands of tokens on the CPU.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,8 +35,10 @@ def _clamp(body: Any) -> None:
     if isinstance(sampling, dict) and isinstance(sampling.get("max_new_tokens"), int):
         sampling["max_new_tokens"] = min(sampling["max_new_tokens"], MAX_GENERATED_TOKENS)
     elif "text" in body or "input_ids" in body:
-        body["sampling_params"] = {**(sampling if isinstance(sampling, dict) else {}),
-                                   "max_new_tokens": MAX_GENERATED_TOKENS}
+        body["sampling_params"] = {
+            **(sampling if isinstance(sampling, dict) else {}),
+            "max_new_tokens": MAX_GENERATED_TOKENS,
+        }
     if isinstance(body.get("prompt"), list) and len(body["prompt"]) > 4:
         body["prompt"] = body["prompt"][:4]
 
@@ -50,9 +53,14 @@ def test_no_input_causes_a_server_error(worker) -> None:
 
 def _fuzz(operation: Any) -> None:
     @given(case=operation.as_strategy())
-    @settings(max_examples=12, deadline=None, database=None, derandomize=True,
-              phases=[Phase.explicit, Phase.generate],  # no shrinking: keeps a failure's report fast
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=12,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],  # no shrinking: keeps a failure's report fast
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case: schemathesis.Case) -> None:
         _clamp(case.body)
         response = case.call(timeout=60)

@@ -1,12 +1,17 @@
 """One span per request with GenAI attributes, and queue / prefill / decode children."""
+
 from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
 
 def test_request_span_has_genai_attributes_and_phases(client: TestClient, spans, long_prefix) -> None:
-    body = {"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": long_prefix("trace")}],
-            "metadata": {"prompt_template": "traced"}}
+    body = {
+        "model": "tiny",
+        "max_tokens": 3,
+        "messages": [{"role": "user", "content": long_prefix("trace")}],
+        "metadata": {"prompt_template": "traced"},
+    }
     client.post("/v1/chat/completions", json=body)
     client.post("/v1/chat/completions", json=body)
     finished = spans.get_finished_spans()
@@ -21,8 +26,11 @@ def test_request_span_has_genai_attributes_and_phases(client: TestClient, spans,
     assert attrs["radixgate.prompt_template"] == "traced"
     children = {s.name for s in finished if s.parent is not None and s.parent.span_id == requests[1].context.span_id}
     assert children == {"radixgate.queue", "radixgate.prefill", "radixgate.decode"}
-    assert all(s.context.trace_id == requests[1].context.trace_id for s in finished
-               if s.parent is not None and s.parent.span_id == requests[1].context.span_id)
+    assert all(
+        s.context.trace_id == requests[1].context.trace_id
+        for s in finished
+        if s.parent is not None and s.parent.span_id == requests[1].context.span_id
+    )
 
 
 def test_prompt_text_never_reaches_spans(client: TestClient, spans) -> None:

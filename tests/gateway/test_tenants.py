@@ -1,4 +1,5 @@
 """API keys, tenant-salted caches, rate limits, the queue limit."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,17 +20,26 @@ def keyed(make_client) -> TestClient:
 
 
 def _cached(c: TestClient, key: str, prompt: str, **extra) -> int:
-    r = c.post("/v1/completions", headers=_auth(key),
-               json={"model": "tiny", "prompt": prompt, "max_tokens": 1, **extra})
+    r = c.post(
+        "/v1/completions", headers=_auth(key), json={"model": "tiny", "prompt": prompt, "max_tokens": 1, **extra}
+    )
     assert r.status_code == 200, r.text
     return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
 
 
 def test_every_endpoint_but_health_needs_a_key(keyed: TestClient) -> None:
     assert keyed.get("/health").status_code == 200
-    for method, path in (("GET", "/v1/models"), ("GET", "/metrics"), ("GET", "/server_info"),
-                         ("GET", "/v1/prompt_stats"), ("POST", "/v1/completions"), ("POST", "/generate"),
-                         ("POST", "/flush_cache"), ("GET", "/dashboard/data"), ("GET", "/openapi.json")):
+    for method, path in (
+        ("GET", "/v1/models"),
+        ("GET", "/metrics"),
+        ("GET", "/server_info"),
+        ("GET", "/v1/prompt_stats"),
+        ("POST", "/v1/completions"),
+        ("POST", "/generate"),
+        ("POST", "/flush_cache"),
+        ("GET", "/dashboard/data"),
+        ("GET", "/openapi.json"),
+    ):
         r = keyed.request(method, path)
         assert r.status_code == 401, path
         assert r.json()["error"]["code"] == "invalid_api_key"
@@ -56,9 +66,16 @@ def test_without_keys_the_cache_is_shared(client: TestClient, long_prefix) -> No
 
 def test_prompt_stats_are_per_tenant(keyed: TestClient) -> None:
     for key, template in (("key-a", "a-only"), ("key-b", "b-only")):
-        keyed.post("/v1/completions", headers=_auth(key), json={
-            "model": "tiny", "prompt": f"stats {template}", "max_tokens": 1,
-            "metadata": {"prompt_template": template}})
+        keyed.post(
+            "/v1/completions",
+            headers=_auth(key),
+            json={
+                "model": "tiny",
+                "prompt": f"stats {template}",
+                "max_tokens": 1,
+                "metadata": {"prompt_template": template},
+            },
+        )
     seen_a = {t["template"] for t in keyed.get("/v1/prompt_stats", headers=_auth("key-a")).json()["templates"]}
     seen_b = {t["template"] for t in keyed.get("/v1/prompt_stats", headers=_auth("key-b")).json()["templates"]}
     assert "a-only" in seen_a and "b-only" not in seen_a
@@ -101,8 +118,11 @@ def test_api_keys_file_formats(tmp_path) -> None:
 
     (tmp_path / "keys.json").write_text('{"k1": "t1", "k2": "t2"}')
     (tmp_path / "keys.txt").write_text("# key tenant\nk1 t1\n\nk2 t2  # second\n")
-    assert load_api_keys_file(tmp_path / "keys.json") == load_api_keys_file(tmp_path / "keys.txt") == {"k1": "t1",
-                                                                                                       "k2": "t2"}
+    assert (
+        load_api_keys_file(tmp_path / "keys.json")
+        == load_api_keys_file(tmp_path / "keys.txt")
+        == {"k1": "t1", "k2": "t2"}
+    )
     (tmp_path / "bad.txt").write_text("k1\n")
     with pytest.raises(ValueError, match="bad.txt:1"):
         load_api_keys_file(tmp_path / "bad.txt")

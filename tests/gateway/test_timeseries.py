@@ -1,4 +1,5 @@
 """The dashboard's per-second history."""
+
 from __future__ import annotations
 
 from radixgate.gateway.timeseries import TimeSeries, percentile

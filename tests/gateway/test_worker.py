@@ -1,4 +1,5 @@
 """LocalWorker details that the routes rely on."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -9,15 +10,18 @@ from radixgate.gateway.worker import LocalWorker
 def test_chat_uses_the_tokenizers_template(worker) -> None:
     text = worker.render_chat([{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}])
     assert text == worker.tokenizer.apply_chat_template(
-        [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}], add_generation_prompt=True,
-        tokenize=False)
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
 
 
 def test_checkpoint_without_chat_template_gets_a_simple_one() -> None:
     tokenizer = SimpleNamespace(chat_template=None)
     engine = SimpleNamespace(model_name="m", context_len=128, tokenizer=tokenizer)
-    text = LocalWorker(engine).render_chat([{"role": "system", "content": "Be brief."},
-                                            {"role": "user", "content": "Hello"}])
+    text = LocalWorker(engine).render_chat(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
+    )
     assert text == "<|system|>\nBe brief.\n<|user|>\nHello\n<|assistant|>\n"
 
 
@@ -31,9 +35,10 @@ def test_extreme_sampling_values_are_normalized(client) -> None:
 
 
 def test_health_reports_a_stopped_engine() -> None:
+    from fastapi.testclient import TestClient
+
     from radixgate.gateway.app import create_app
     from radixgate.gateway.config import GatewayConfig
-    from fastapi.testclient import TestClient
 
     class Stopped(SimpleNamespace):
         def failure(self) -> str:

@@ -1,4 +1,5 @@
 """The one helper promptlint's tests share: lint a snippet and compare the codes found."""
+
 from __future__ import annotations
 
 import textwrap
@@ -6,8 +7,10 @@ import textwrap
 from radixgate.linter import Settings, Violation, lint_source
 
 #: Static text long enough to count as a static block after a dynamic value (>= 80 chars).
-LONG = ("You are a meticulous support assistant for Acme. Answer in three sentences, cite the "
-        "policy section, and never invent order numbers.")
+LONG = (
+    "You are a meticulous support assistant for Acme. Answer in three sentences, cite the "
+    "policy section, and never invent order numbers."
+)
 
 
 def assert_lints(source: str, *codes: str, settings: Settings | None = None) -> list[Violation]:
@@ -16,6 +19,6 @@ def assert_lints(source: str, *codes: str, settings: Settings | None = None) -> 
     found = lint_source(textwrap.dedent(source), "snippet.py", settings)
     got = sorted(v.code for v in found)
     assert got == sorted(codes), "\n".join(
-        [f"expected {sorted(codes)}, got {got}:"] + [f"  {v.row}:{v.col} {v.code} {v.message}"
-                                                      for v in found])
+        [f"expected {sorted(codes)}, got {got}:"] + [f"  {v.row}:{v.col} {v.code} {v.message}" for v in found]
+    )
     return found

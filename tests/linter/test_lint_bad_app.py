@@ -1,6 +1,7 @@
 """examples/bad_app.py: every planted anti-pattern is found with the right code; code written
 with radixgate's `Prompt` has none; and the bad app really runs against an OpenAI-compatible
 server."""
+
 from __future__ import annotations
 
 import http.server
@@ -20,19 +21,19 @@ BAD_APP = ROOT / "examples" / "bad_app.py"
 #: issue uses `planted_findings()` to match the gateway's statistics to these call sites.
 PLANTED: list[tuple[str, str]] = [
     ("KV203", "random.shuffle(examples)"),
-    ("KV101", 'system = (f"Current time: {stamp}'),       # timestamp before the instructions
-    ("KV101", 'system = (f"Current time: {stamp}'),       # user id before the instructions
+    ("KV101", 'system = (f"Current time: {stamp}'),  # timestamp before the instructions
+    ("KV101", 'system = (f"Current time: {stamp}'),  # user id before the instructions
     ("KV201", '+ "\\nTools: " + json.dumps(TOOLS)'),
     ("KV202", '", ".join(TOOL_NAMES)'),
-    ("KV102", 'f"\\nRequest id: {uuid.uuid4()}"'),        # before the fixed few-shot messages
-    ("KV301", "response = client.chat.completions.create("),   # support_chat
+    ("KV102", 'f"\\nRequest id: {uuid.uuid4()}"'),  # before the fixed few-shot messages
+    ("KV301", "response = client.chat.completions.create("),  # support_chat
     ("KV204", "for name in os.listdir(docs_dir):"),
-    ("KV301", "response = client.chat.completions.create("),   # rag_answer
+    ("KV301", "response = client.chat.completions.create("),  # rag_answer
     ("KV103", 'prompt = f"Question: {question}'),
-    ("KV301", "response = client.chat.completions.create("),   # rag_question_first
+    ("KV301", "response = client.chat.completions.create("),  # rag_question_first
     ("KV101", "ANSWER_TEMPLATE.format(today=datetime.now().isoformat())"),
-    ("KV301", "response = client.chat.completions.create("),   # templated_answer
-    ("KV301", "response = client.chat.completions.create("),   # quick_answer: short prefix
+    ("KV301", "response = client.chat.completions.create("),  # templated_answer
+    ("KV301", "response = client.chat.completions.create("),  # quick_answer: short prefix
 ]
 
 
@@ -54,7 +55,7 @@ def test_every_planted_anti_pattern_is_reported_with_its_code():
     assert kinds == {"KV101", "KV102", "KV103", "KV201", "KV202", "KV203", "KV204", "KV301"}
 
 
-SDK_APP = '''
+SDK_APP = """
 import datetime
 import radixgate as rg
 from radixgate import Prompt, context, examples, system, user
@@ -72,7 +73,7 @@ def answer(client, user_id, question, past):
 
 def few(client, question):
     return client.chat(FEW.extend(context(f"now {datetime.datetime.now()}"), user(question)))
-'''
+"""
 
 
 def test_code_written_with_the_sdk_has_no_findings():
@@ -89,10 +90,14 @@ class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.bodies.append(body)
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": "ok"}}],
-                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+        reply = {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
         data = json.dumps(reply).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -110,8 +115,12 @@ def test_bad_app_runs_against_an_openai_compatible_server():
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        done = subprocess.run([sys.executable, str(BAD_APP), "--base-url", url, "--requests", "5",
-                               "--model", "tiny"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, str(BAD_APP), "--base-url", url, "--requests", "5", "--model", "tiny"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout.count("-> 'ok'") == 5
     finally:

@@ -1,20 +1,23 @@
 """The command line: exit codes, rule selection, configuration, fixes, suppression."""
+
 import json
 
 import pytest
 
 from radixgate.linter import cli
 
-LONG = ("You are a meticulous support assistant for Acme. Answer in three sentences, cite the "
-        "policy section, and never invent order numbers.")
-BAD = f'''import json
+LONG = (
+    "You are a meticulous support assistant for Acme. Answer in three sentences, cite the "
+    "policy section, and never invent order numbers."
+)
+BAD = f"""import json
 from datetime import datetime
 
 
 def build(tools, q):
     system = f"{{datetime.now()}} {LONG}" + json.dumps(tools)
     return [{{"role": "system", "content": system}}, {{"role": "user", "content": q}}]
-'''
+"""
 CLEAN = f'''def build(q):
     return [{{"role": "system", "content": "{LONG}"}}, {{"role": "user", "content": q}}]
 '''
@@ -42,20 +45,22 @@ def test_exit_codes(project, capsys):
     assert run(capsys, "src", "--exit-zero")[0] == 0
 
 
-@pytest.mark.parametrize("args, codes", [
-    (["--select", "KV2"], ["KV201"]),
-    (["--ignore", "KV101"], ["KV201"]),
-    (["--select", "KV101,KV201", "--ignore", "KV2"], ["KV101"]),
-    (["--select", "KV3", "--extend-select", "KV201"], ["KV201"]),
-])
+@pytest.mark.parametrize(
+    "args, codes",
+    [
+        (["--select", "KV2"], ["KV201"]),
+        (["--ignore", "KV101"], ["KV201"]),
+        (["--select", "KV101,KV201", "--ignore", "KV2"], ["KV101"]),
+        (["--select", "KV3", "--extend-select", "KV201"], ["KV201"]),
+    ],
+)
 def test_selection_by_code_and_prefix(project, capsys, args, codes):
     code, out, _ = run(capsys, "src", "--format", "json", *args)
     assert sorted(v["code"] for v in json.loads(out)) == codes
 
 
 def test_pyproject_configuration_and_exclude(project, capsys):
-    (project / "pyproject.toml").write_text(
-        '[tool.promptlint]\nignore = ["KV201"]\nexclude = ["src/skip.py"]\n')
+    (project / "pyproject.toml").write_text('[tool.promptlint]\nignore = ["KV201"]\nexclude = ["src/skip.py"]\n')
     (project / "src" / "skip.py").write_text(BAD)
     code, out, _ = run(capsys, "src", "--format", "json")
     assert [(v["filename"], v["code"]) for v in json.loads(out)] == [("src/bad.py", "KV101")]
@@ -65,12 +70,15 @@ def test_pyproject_configuration_and_exclude(project, capsys):
     assert run(capsys, "src/skip.py", "--isolated", "--select", "KV201")[0] == 1
 
 
-@pytest.mark.parametrize("config, message", [
-    ('[tool.promptlint]\nselect = ["XX1"]\n', "unknown rule code"),
-    ('[tool.promptlint]\nmin-static-tokens = "many"\n', "must be an integer"),
-    ('[tool.promptlint]\ncolour = true\n', "unknown key"),
-    ('[tool.promptlint\n', "cannot read configuration"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ('[tool.promptlint]\nselect = ["XX1"]\n', "unknown rule code"),
+        ('[tool.promptlint]\nmin-static-tokens = "many"\n', "must be an integer"),
+        ("[tool.promptlint]\ncolour = true\n", "unknown key"),
+        ("[tool.promptlint\n", "cannot read configuration"),
+    ],
+)
 def test_bad_configuration_is_exit_2_with_a_message(project, capsys, config, message):
     (project / "pyproject.toml").write_text(config)
     code, out, err = run(capsys, "src")
@@ -92,8 +100,13 @@ def test_tool_failures_are_exit_2_never_a_traceback(project, capsys):
 def test_explain_prints_the_rule_documentation(capsys):
     code, out, _ = run(capsys, "--explain", "kv101")
     assert code == 0
-    for heading in ("# dynamic-before-static (KV101)", "## What it does", "## Why is this bad?",
-                    "## Example", "## Use instead"):
+    for heading in (
+        "# dynamic-before-static (KV101)",
+        "## What it does",
+        "## Why is this bad?",
+        "## Example",
+        "## Use instead",
+    ):
         assert heading in out
 
 
@@ -111,8 +124,7 @@ def test_statistics_counts_per_rule(project, capsys):
     (project / "src" / "bad2.py").write_text(BAD)
     code, out, _ = run(capsys, "src", "--statistics")
     assert code == 1
-    assert out.splitlines() == ["    2\tKV101\tdynamic-before-static",
-                                "    2\tKV201\t[*] unsorted-json-dumps"]
+    assert out.splitlines() == ["    2\tKV101\tdynamic-before-static", "    2\tKV201\t[*] unsorted-json-dumps"]
 
 
 def test_output_file_and_version(project, capsys):

@@ -1,11 +1,13 @@
 """KV101-KV104: dynamic values placed before static text, documents or cache breakpoints."""
+
 from promptlint_assert import LONG, assert_lints
 
 from radixgate.linter import Settings
 
 
 def test_timestamp_before_system_prompt_is_kv101_at_the_value():
-    found = assert_lints(f'''
+    found = assert_lints(
+        f"""
         from datetime import datetime
         from openai import OpenAI
 
@@ -13,14 +15,17 @@ def test_timestamp_before_system_prompt_is_kv101_at_the_value():
             system = f"Now: {{datetime.now()}}. {LONG}"
             return client.chat.completions.create(model="m", messages=[
                 {{"role": "system", "content": system}}, {{"role": "user", "content": question}}])
-        ''', "KV101")
+        """,
+        "KV101",
+    )
     v = found[0]
     assert (v.row, v.col) == (6, 22) and v.severity == "error"
     assert "datetime.now()" in v.message and "changes every request" in v.message
 
 
 def test_severity_follows_how_often_the_value_changes():
-    found = assert_lints(f'''
+    found = assert_lints(
+        f"""
         from datetime import date
         from openai import OpenAI
 
@@ -28,7 +33,10 @@ def test_severity_follows_how_often_the_value_changes():
             system = f"{{date.today()}} {{user_id}} {LONG}"
             return client.chat.completions.create(model="m", messages=[
                 {{"role": "system", "content": system}}, {{"role": "user", "content": question}}])
-        ''', "KV101", "KV101")
+        """,
+        "KV101",
+        "KV101",
+    )
     assert [v.severity for v in found] == ["info", "warning"]
 
 
@@ -45,7 +53,7 @@ def test_dynamic_value_after_all_static_text_is_clean():
 
 
 def test_module_level_time_changes_per_process_not_per_request():
-    assert_lints(f'''
+    assert_lints(f"""
         from datetime import datetime
         import openai
 
@@ -55,11 +63,12 @@ def test_module_level_time_changes_per_process_not_per_request():
         def reply(q):
             return openai.ChatCompletion.create(model="m", messages=[
                 {{"role": "system", "content": SYSTEM}}, {{"role": "user", "content": q}}])
-        ''')
+        """)
 
 
 def test_module_level_call_inside_a_loop_is_per_request():
-    assert_lints(f'''
+    assert_lints(
+        f"""
         from datetime import datetime
         from openai import OpenAI
 
@@ -68,11 +77,13 @@ def test_module_level_call_inside_a_loop_is_per_request():
             client.chat.completions.create(model="m", messages=[
                 {{"role": "system", "content": f"{{datetime.now()}} {LONG}"}},
                 {{"role": "user", "content": q}}])
-        ''', "KV101")
+        """,
+        "KV101",
+    )
 
 
 def test_strftime_with_explicit_time_is_not_dynamic():
-    assert_lints(f'''
+    assert_lints(f"""
         import time
         from openai import OpenAI
 
@@ -80,32 +91,33 @@ def test_strftime_with_explicit_time_is_not_dynamic():
             system = time.strftime("%Y-%m-%d", release) + " {LONG}"
             return client.chat.completions.create(model="m", messages=[
                 {{"role": "system", "content": system}}, {{"role": "user", "content": q}}])
-        ''')
+        """)
 
 
 def test_short_static_tail_after_the_question_is_not_reported():
-    assert_lints('''
+    assert_lints("""
         from openai import OpenAI
 
         def ask(client: OpenAI, question):
             return client.chat.completions.create(model="m", messages=[
                 {"role": "user", "content": f"{question}\\n\\nAnswer in one word."}])
-        ''')
+        """)
 
 
 def test_min_static_chars_setting_changes_the_threshold():
-    source = '''
+    source = """
         from openai import OpenAI
 
         def ask(client: OpenAI, question):
             return client.chat.completions.create(model="m", messages=[
                 {"role": "user", "content": f"{question}\\n\\nAnswer in one word."}])
-        '''
+        """
     assert_lints(source, "KV101", settings=Settings(min_static_chars=10))
 
 
 def test_langchain_placeholder_filled_per_request_in_another_function():
-    found = assert_lints(f'''
+    found = assert_lints(
+        f"""
         from datetime import datetime
         from langchain_core.prompts import ChatPromptTemplate
 
@@ -117,18 +129,23 @@ def test_langchain_placeholder_filled_per_request_in_another_function():
 
         def answer(llm, q):
             return (build() | llm).invoke({{"today": datetime.now().isoformat(), "question": q}})
-        ''', "KV101")
+        """,
+        "KV101",
+    )
     assert found[0].row == 7  # the placeholder inside the template
 
 
 def test_langchain_partial_with_callable_and_static_partial():
-    assert_lints(f'''
+    assert_lints(
+        f"""
         from datetime import datetime
         from langchain_core.prompts import PromptTemplate
 
         prompt = PromptTemplate.from_template("{{time}} {{fmt}} {LONG} {{question}}")
         prompt = prompt.partial(time=lambda: str(datetime.now()), fmt="Reply in JSON.")
-        ''', "KV101")
+        """,
+        "KV101",
+    )
 
 
 def test_langchain_good_template_is_clean():
@@ -144,7 +161,8 @@ def test_langchain_good_template_is_clean():
 
 
 def test_dynamic_at_end_of_system_prompt_before_few_shot_is_kv102():
-    found = assert_lints(f'''
+    found = assert_lints(
+        f'''
         from openai import OpenAI
 
         SHOTS = [{{"role": "user", "content": "{LONG}"}}, {{"role": "assistant", "content": "ok"}}]
@@ -153,28 +171,35 @@ def test_dynamic_at_end_of_system_prompt_before_few_shot_is_kv102():
             return client.chat.completions.create(model="m", messages=[
                 {{"role": "system", "content": "Be brief. Session " + session_id}},
                 *SHOTS, {{"role": "user", "content": q}}])
-        ''', "KV102")
+        ''',
+        "KV102",
+    )
     assert found[0].severity == "warning"
 
 
 def test_question_before_document_is_kv103_and_document_first_is_clean():
-    assert_lints('''
+    assert_lints(
+        """
         def prompt(question, document):
             return {"role": "user", "content": f"Q: {question}\\n\\nDoc:\\n{document}"}
 
         def build(question, document):
             messages = [{"role": "user", "content": f"Q: {question}\\n\\nDoc:\\n{document}"}]
             return messages
-        ''', "KV103", "KV103")
-    assert_lints('''
+        """,
+        "KV103",
+        "KV103",
+    )
+    assert_lints("""
         def build(question, document):
             messages = [{"role": "user", "content": f"Doc:\\n{document}\\n\\nQ: {question}"}]
             return messages
-        ''')
+        """)
 
 
 def test_dynamic_before_cache_control_breakpoint_is_kv104():
-    assert_lints(f'''
+    assert_lints(
+        f"""
         import anthropic
         import uuid
 
@@ -183,11 +208,13 @@ def test_dynamic_before_cache_control_breakpoint_is_kv104():
                 {{"role": "user", "content": [
                     {{"type": "text", "text": f"{{uuid.uuid4()}} {LONG}", "cache_control": {{"type": "ephemeral"}}}},
                     {{"type": "text", "text": q}}]}}])
-        ''', "KV104")
+        """,
+        "KV104",
+    )
 
 
 def test_radixgate_prompt_is_a_safe_sink():
-    assert_lints('''
+    assert_lints("""
         from datetime import datetime
         import radixgate
         from radixgate import Prompt
@@ -197,11 +224,12 @@ def test_radixgate_prompt_is_a_safe_sink():
             p.static("You are a meticulous support assistant for Acme. Answer in three sentences.")
             q = radixgate.Prompt().turn(f"now {datetime.now()}").static("x" * 200)
             return client.chat(p), client.chat(q)
-        ''')
+        """)
 
 
 def test_noqa_and_disable_comments_suppress():
-    assert_lints(f'''
+    assert_lints(
+        f'''
         from datetime import datetime
         import openai
 
@@ -212,32 +240,41 @@ def test_noqa_and_disable_comments_suppress():
             system_c = f"{{datetime.now()}} {LONG}"  # noqa
             system_d = f"{{datetime.now()}} {LONG}"  # noqa: KV2
             return system_a, system_b, system_c, system_d
-        ''', "KV101")
+        ''',
+        "KV101",
+    )
 
 
 def test_low_confidence_prompt_variable_reports_only_strong_values():
-    assert_lints(f'''
+    assert_lints(
+        f"""
         from datetime import datetime
 
         def build(name):
             system_prompt = f"Now {{datetime.now()}}. {LONG}"
             template = f"{{name}} {LONG}"
             return system_prompt, template
-        ''', "KV101")
+        """,
+        "KV101",
+    )
 
 
 def test_timestamp_before_the_history_is_kv101_and_after_it_is_clean():
-    found = assert_lints(f'''
+    found = assert_lints(
+        """
         import time
 
         def build(system_prompt, conversation_history):
-            messages = [{{"role": "system", "content": system_prompt}}]
-            messages.append({{"role": "system", "content": f"Now: {{time.strftime('%H:%M')}}"}})
+            messages = [{"role": "system", "content": system_prompt}]
+            messages.append({"role": "system", "content": f"Now: {time.strftime('%H:%M')}"})
             messages.extend(conversation_history)
             return messages
-        ''', "KV101")
+        """,
+        "KV101",
+    )
     assert found[0].message.endswith("before the conversation history")
-    assert_lints(f'''
+    assert_lints(
+        f'''
         from datetime import datetime
 
         def build(history, q):
@@ -245,7 +282,9 @@ def test_timestamp_before_the_history_is_kv101_and_after_it_is_clean():
             messages.extend(history)
             messages.insert(1, {{"role": "system", "content": f"Now: {{datetime.now()}}"}})
             return messages
-        ''', "KV101")
+        ''',
+        "KV101",
+    )
     assert_lints(f'''
         from datetime import datetime
 

@@ -1,5 +1,6 @@
 """KV201-KV204: content whose order is unstable (json key order, sets, shuffles, listings),
 and their safe fixes."""
+
 import textwrap
 
 from promptlint_assert import LONG, assert_lints
@@ -47,12 +48,15 @@ def test_json_dumps_of_a_literal_or_at_the_end_is_clean():
 
 
 def test_tool_schema_dumps_is_reported_even_at_the_end():
-    assert_lints('''
+    assert_lints(
+        """
         import json
 
         def build(q, tool_schemas):
             return [{"role": "user", "content": q}, {"role": "user", "content": json.dumps(tool_schemas)}]
-        ''', "KV201")
+        """,
+        "KV201",
+    )
 
 
 SET_JOIN = f'''
@@ -71,12 +75,15 @@ def test_set_joined_into_the_prompt_is_kv202_and_fix_sorts_it():
 
 
 def test_set_comprehension_and_set_call_feed_kv202_unless_sorted():
-    assert_lints(f'''
+    assert_lints(
+        f'''
         def build(tags, q):
             names = {{t.lower() for t in tags}}
             system = "Tags: " + " ".join(names) + "{LONG}"
             return [{{"role": "system", "content": system}}, {{"role": "user", "content": q}}]
-        ''', "KV202")
+        ''',
+        "KV202",
+    )
     assert_lints(f'''
         def build(tags, q):
             system = "Tags: " + " ".join(sorted(set(tags))) + "{LONG}"
@@ -85,13 +92,16 @@ def test_set_comprehension_and_set_call_feed_kv202_unless_sorted():
 
 
 def test_unseeded_shuffle_before_the_question_is_kv203():
-    assert_lints('''
+    assert_lints(
+        """
         import random
 
         def build(examples, q):
             random.shuffle(examples)
             return [{"role": "system", "content": "Classify."}, *examples, {"role": "user", "content": q}]
-        ''', "KV203")
+        """,
+        "KV203",
+    )
 
 
 def test_seeded_generators_and_payload_last_are_clean():
@@ -110,23 +120,26 @@ def test_seeded_generators_and_payload_last_are_clean():
 
 
 def test_unseeded_random_instance_is_kv203():
-    assert_lints('''
+    assert_lints(
+        """
         import random
 
         def build(pool, q):
             rng = random.Random()
             shots = rng.sample(pool, 3)
             return [*shots, {"role": "user", "content": q}]
-        ''', "KV203")
+        """,
+        "KV203",
+    )
 
 
-LISTDIR = '''
+LISTDIR = """
     import os
 
     def build(folder, q):
         docs = [open(os.path.join(folder, n)).read() for n in os.listdir(folder)]
         return [{"role": "system", "content": "\\n".join(docs)}, {"role": "user", "content": q}]
-    '''
+    """
 
 
 def test_listdir_documents_are_kv204_and_fix_sorts_the_listing():
@@ -135,26 +148,25 @@ def test_listdir_documents_are_kv204_and_fix_sorts_the_listing():
 
 
 def test_scandir_and_walk_are_reported_without_a_fix():
-    source = '''
+    source = """
         import os
 
         def build(folder, q):
             docs = [open(e.path).read() for e in os.scandir(folder)]
             return [{"role": "system", "content": "\\n".join(docs)}, {"role": "user", "content": q}]
-        '''
-    found = fixes.attach(textwrap.dedent(source),
-                         assert_lints(source, "KV204"))
+        """
+    found = fixes.attach(textwrap.dedent(source), assert_lints(source, "KV204"))
     assert found[0].fix is None
 
 
 def test_unsafe_fix_moves_the_dynamic_sentence_after_static_text():
-    source = f'''
+    source = f"""
         from datetime import datetime
 
         def build(q):
             return [{{"role": "system", "content": f"Today is {{datetime.now()}}. {LONG}"}},
                     {{"role": "user", "content": q}}]
-        '''
+        """
     text = textwrap.dedent(source)
     found = fixes.attach(text, check_source(text, "s.py", Settings()))
     assert found[0].fix.applicability == "unsafe"
@@ -164,16 +176,20 @@ def test_unsafe_fix_moves_the_dynamic_sentence_after_static_text():
 
 
 def test_dict_built_from_a_set_iterates_in_hash_order():
-    assert_lints(f'''
+    assert_lints(
+        f'''
         def build(names, q):
             specs = {{n: n.upper() for n in set(names)}}
             system = "Tools: " + ", ".join(specs.values()) + "{LONG}"
             return [{{"role": "system", "content": system}}, {{"role": "user", "content": q}}]
-        ''', "KV202")
+        ''',
+        "KV202",
+    )
 
 
 def test_a_slice_of_shuffled_examples_is_still_shuffled():
-    assert_lints(f'''
+    assert_lints(
+        f"""
         import random
 
         def build(pool, q):
@@ -181,15 +197,20 @@ def test_a_slice_of_shuffled_examples_is_still_shuffled():
             random.shuffle(examples)
             prompt = "Examples:\\n" + "\\n".join(examples[:8]) + "\\n{LONG}\\n" + q
             return [{{"role": "user", "content": prompt}}]
-        ''', "KV203")
+        """,
+        "KV203",
+    )
 
 
 def test_unsafe_fix_handles_a_placeholder_with_a_format_spec():
-    fixed = _fix(f'''
+    fixed = _fix(
+        f"""
         from datetime import datetime
 
         def build(q):
             return [{{"role": "system", "content": f"Today is {{datetime.now():%Y-%m-%d}}. {LONG}"}},
                     {{"role": "user", "content": q}}]
-        ''', unsafe=True)
+        """,
+        unsafe=True,
+    )
     assert fixed.index("meticulous") < fixed.index("Today is {datetime.now():%Y-%m-%d}.")

@@ -1,13 +1,14 @@
 """Statistics feedback: `--stats` from a saved JSON file or a live HTTP endpoint; KV901."""
+
 import http.server
 import json
 import threading
 
 import pytest
 
-from radixgate.linter import cli, stats
+from radixgate.linter import cli, hit_rates
 
-SOURCE = '''from datetime import datetime
+SOURCE = """from datetime import datetime
 from openai import OpenAI
 
 SYSTEM = "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy."
@@ -29,23 +30,39 @@ def ask_by_id(client: OpenAI, user_id, q):
 def clean(client: OpenAI, q):
     return client.chat.completions.create(model="m", messages=[
         {"role": "system", "content": SYSTEM}, {"role": "user", "content": q}])
-'''
+"""
 
 
 def _template(name, source, requests, prompt, cached, static=1000, distinct=1):
-    return {"template": name, "source": source, "requests": requests, "prompt_tokens": prompt,
-            "cached_tokens": cached, "hit_rate": cached / prompt, "static_prefix_tokens": static,
-            "distinct_static_prefixes": distinct, "recomputed_static_tokens": static * distinct}
+    return {
+        "template": name,
+        "source": source,
+        "requests": requests,
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "hit_rate": cached / prompt,
+        "static_prefix_tokens": static,
+        "distinct_static_prefixes": distinct,
+        "recomputed_static_tokens": static * distinct,
+    }
 
 
-STATS = {"templates": [
-    _template("by-time", "/srv/app/bot.py:9", 120, 150_000, 6_000),        # line 9 inside ask()
-    _template("by-user", "bot.py:15", 300, 400_000, 300_000),
-    _template("clean", "app/bot.py:22", 500, 600_000, 60_000),             # no static finding
-    _template("elsewhere", "other/module.py:3", 50, 50_000, 0),
-    {"template": "(untagged)", "source": None, "requests": 3, "prompt_tokens": 30,
-     "cached_tokens": 0, "hit_rate": 0.0},
-]}
+STATS = {
+    "templates": [
+        _template("by-time", "/srv/app/bot.py:9", 120, 150_000, 6_000),  # line 9 inside ask()
+        _template("by-user", "bot.py:15", 300, 400_000, 300_000),
+        _template("clean", "app/bot.py:22", 500, 600_000, 60_000),  # no static finding
+        _template("elsewhere", "other/module.py:3", 50, 50_000, 0),
+        {
+            "template": "(untagged)",
+            "source": None,
+            "requests": 3,
+            "prompt_tokens": 30,
+            "cached_tokens": 0,
+            "hit_rate": 0.0,
+        },
+    ]
+}
 
 
 @pytest.fixture()
@@ -53,7 +70,7 @@ def app(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "bot.py").write_text(SOURCE)
-    (tmp_path / "stats.json").write_text(json.dumps(STATS))
+    (tmp_path / "hit_rates.json").write_text(json.dumps(STATS))
     return tmp_path
 
 
@@ -63,24 +80,22 @@ def _json(capsys, argv):
 
 
 def test_findings_carry_measurements_ordered_by_waste(app, capsys):
-    code, out = _json(capsys, ["app", "--stats", "stats.json", "--format", "json", "--isolated"])
+    code, out = _json(capsys, ["app", "--stats", "hit_rates.json", "--format", "json", "--isolated"])
     assert code == 1
-    assert [(v["code"], v["location"]["row"]) for v in out] == [
-        ("KV901", 22), ("KV101", 10), ("KV101", 16)]
+    assert [(v["code"], v["location"]["row"]) for v in out] == [("KV901", 22), ("KV101", 10), ("KV101", 16)]
     kv901, by_time, by_user = out
     assert kv901["measured"]["recomputed_tokens"] == 540_000
     assert "ideal" in kv901["message"] and "540,000 prompt tokens recomputed" in kv901["message"]
-    assert by_time["message"].endswith(
-        "measured hit rate 4% over 120 requests, 144,000 prompt tokens recomputed")
+    assert by_time["message"].endswith("measured hit rate 4% over 120 requests, 144,000 prompt tokens recomputed")
     assert by_user["measured"]["hit_rate"] == 0.75
 
 
 def test_text_and_sarif_show_the_numbers(app, capsys):
-    cli.main(["app", "--stats", "stats.json", "--isolated"])
+    cli.main(["app", "--stats", "hit_rates.json", "--isolated"])
     text = capsys.readouterr().out
     assert "KV101 [error] timestamp `datetime.now()` (changes every request) before" in text
     assert "— measured hit rate 4% over 120 requests, 144,000 prompt tokens recomputed" in text
-    cli.main(["app", "--stats", "stats.json", "--isolated", "--format", "sarif"])
+    cli.main(["app", "--stats", "hit_rates.json", "--isolated", "--format", "sarif"])
     sarif = json.loads(capsys.readouterr().out)
     results = sarif["runs"][0]["results"]
     assert results[1]["properties"]["measured"]["requests"] == 120
@@ -88,16 +103,15 @@ def test_text_and_sarif_show_the_numbers(app, capsys):
 
 
 def test_kv901_can_be_ignored(app, capsys):
-    code, out = _json(capsys, ["app", "--stats", "stats.json", "--format", "json", "--isolated",
-                               "--ignore", "KV9"])
+    code, out = _json(capsys, ["app", "--stats", "hit_rates.json", "--format", "json", "--isolated", "--ignore", "KV9"])
     assert [v["code"] for v in out] == ["KV101", "KV101"]
 
 
 def test_source_matching_is_by_path_suffix_and_call_span():
-    assert stats.same_file("app/bot.py", "/srv/app/bot.py")
-    assert stats.same_file("/home/x/app/bot.py", "bot.py")
-    assert not stats.same_file("app/robot.py", "bot.py")
-    assert not stats.same_file("other/bot.py", "app/bot.py")
+    assert hit_rates.same_file("app/bot.py", "/srv/app/bot.py")
+    assert hit_rates.same_file("/home/x/app/bot.py", "bot.py")
+    assert not hit_rates.same_file("app/robot.py", "bot.py")
+    assert not hit_rates.same_file("other/bot.py", "app/bot.py")
 
 
 def test_live_endpoint_over_http(app, capsys):
@@ -105,8 +119,7 @@ def test_live_endpoint_over_http(app, capsys):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            ok = self.path == "/v1/prompt_stats" and \
-                self.headers.get("Authorization") in (None, "Bearer k1")
+            ok = self.path == "/v1/prompt_stats" and self.headers.get("Authorization") in (None, "Bearer k1")
             self.send_response(200 if ok else 404)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
@@ -122,8 +135,9 @@ def test_live_endpoint_over_http(app, capsys):
         url = f"http://127.0.0.1:{server.server_address[1]}"
         code, out = _json(capsys, ["app", "--stats", url, "--format", "json", "--isolated"])
         assert code == 1 and out[0]["code"] == "KV901"
-        code, out = _json(capsys, ["app", "--stats", url + "/v1", "--stats-api-key", "k1",
-                                   "--format", "json", "--isolated"])
+        code, out = _json(
+            capsys, ["app", "--stats", url + "/v1", "--stats-api-key", "k1", "--format", "json", "--isolated"]
+        )
         assert code == 1 and out[0]["code"] == "KV901"
         assert cli.main(["app", "--stats", url, "--stats-api-key", "wrong", "--isolated"]) == 2
         assert cli.main(["app", "--stats", url + "/nope", "--isolated"]) == 2
@@ -157,8 +171,13 @@ def test_statistics_from_the_gateways_own_aggregator(app, capsys):
     prompt_stats = pytest.importorskip("radixgate.gateway.prompt_stats")
     aggregate = prompt_stats.PromptStats()
     tags = prompt_stats.RequestTags.from_metadata(
-        {"prompt_template": "by-time", "prompt_source": "app/bot.py:9",
-         "static_prefix_hash": "a1", "static_prefix_chars": "400"})
+        {
+            "prompt_template": "by-time",
+            "prompt_source": "app/bot.py:9",
+            "static_prefix_hash": "a1",
+            "static_prefix_chars": "400",
+        }
+    )
     for _ in range(40):  # the timestamp first: every request misses almost everything
         aggregate.record("tenant", tags, 1_000, 16, 100)
     (app / "live.json").write_text(json.dumps(aggregate.snapshot()))
@@ -166,7 +185,10 @@ def test_statistics_from_the_gateways_own_aggregator(app, capsys):
     assert code == 1
     by_time = out[0]
     assert (by_time["code"], by_time["location"]["row"]) == ("KV101", 10)
-    assert by_time["measured"] == {"template": "by-time", "requests": 40, "hit_rate": 0.016,
-                                   "recomputed_tokens": 39_360}
-    assert "measured hit rate 2% over 40 requests, 39,360 prompt tokens recomputed" in \
-        by_time["message"]
+    assert by_time["measured"] == {
+        "template": "by-time",
+        "requests": 40,
+        "hit_rate": 0.016,
+        "recomputed_tokens": 39_360,
+    }
+    assert "measured hit rate 2% over 40 requests, 39,360 prompt tokens recomputed" in by_time["message"]

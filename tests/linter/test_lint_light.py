@@ -1,5 +1,6 @@
 """promptlint stays light: linting imports neither torch, transformers, nor radixgate's engine or
 gateway, so a pre-commit hook starts in a fraction of a second."""
+
 import json
 import subprocess
 import sys
@@ -22,8 +23,7 @@ print(json.dumps({{"code": code, "heavy": heavy, "tiktoken": "tiktoken" in sys.m
 
 
 def test_linting_imports_no_heavy_module():
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                          timeout=60, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["code"] == 0

@@ -3,6 +3,7 @@ pre-commit hook of a scratch repository, blocks a commit that adds a KV101 and l
 through. pre-commit builds the hook's virtualenv from this repository (base dependencies from
 the package index), about 20-25 s per run here. `--ref HEAD`: the committed hook, not a
 shadow copy of whatever the working tree holds at the moment."""
+
 from __future__ import annotations
 
 import os
@@ -17,32 +18,37 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
 
-CLEAN = '''def build(question):
+CLEAN = """def build(question):
     return [{"role": "system", "content": "You are a meticulous support assistant. Answer in three sentences and cite the policy section."},
             {"role": "user", "content": question}]
-'''
-KV101 = '''from datetime import datetime
+"""
+KV101 = """from datetime import datetime
 
 
 def build(question):
     return [{"role": "system", "content": f"Now: {datetime.now()}. You are a meticulous support assistant. Answer in three sentences and cite the policy."},
             {"role": "user", "content": question}]
-'''
+"""
 
 
 def _git(repo: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=240)
+    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=240)
 
 
-@pytest.mark.skipif(not PRE_COMMIT.exists() or shutil.which("git") is None,
-                    reason="needs the pre-commit package and git")
+@pytest.mark.skipif(
+    not PRE_COMMIT.exists() or shutil.which("git") is None, reason="needs the pre-commit package and git"
+)
 def test_pre_commit_blocks_kv101_and_passes_clean_code(tmp_path):
     repo = tmp_path / "app"
     repo.mkdir()
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"),
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     assert _git(repo, "init", "-q", env=env).returncode == 0
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text(f"#!/bin/sh\nexec '{PRE_COMMIT}' try-repo '{ROOT}' promptlint --ref HEAD\n")

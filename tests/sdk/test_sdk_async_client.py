@@ -1,4 +1,5 @@
 """AsyncClient against `httpx.MockTransport`, and the sync/async mirror."""
+
 from __future__ import annotations
 
 import asyncio
@@ -89,8 +90,14 @@ def test_async_stream_and_server_endpoints():
         async for _ in completion_stream:
             pass
         await client.flush_cache()
-        return (texts, stream.usage, await client.server_info(), await client.prompt_stats(),
-                await client.health(), warm)
+        return (
+            texts,
+            stream.usage,
+            await client.server_info(),
+            await client.prompt_stats(),
+            await client.health(),
+            warm,
+        )
 
     texts, usage, info, stats, healthy, warm = asyncio.run(main())
     assert "".join(texts) == "ok!" and usage is not None and usage.cached_tokens > 0 and warm is not None
@@ -99,6 +106,8 @@ def test_async_stream_and_server_endpoints():
 
 
 def test_import_stays_light():
-    code = ("import radixgate, sys; heavy = {'torch', 'transformers', 'radixgate.engine', 'radixgate.gateway'}; "
-            "assert not heavy & set(sys.modules), heavy & set(sys.modules)")
+    code = (
+        "import radixgate, sys; heavy = {'torch', 'transformers', 'radixgate.engine', 'radixgate.gateway'}; "
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=30)

@@ -1,4 +1,5 @@
 """Client behaviour against `httpx.MockTransport`: metadata, retries, error mapping, streaming."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,8 @@ def test_chat_sends_prompt_static_first_with_metadata():
     server = FakeServer()
     client = make_client(server, model="tiny")
     prompt = PROMPT.extend(rg.user("Where is my order?"), rg.context("User id: 7"))
-    reply = client.chat(prompt, max_tokens=4); line = sys._getframe().f_lineno  # noqa: E702
+    reply = client.chat(prompt, max_tokens=4)
+    line = sys._getframe().f_lineno  # noqa: E702
     body = server.bodies()[0]
     assert body["messages"][0] == {"role": "system", "content": PROMPT.static_text()}
     assert body["messages"][-1]["content"] == "Where is my order?\n\nUser id: 7"
@@ -108,9 +110,16 @@ def test_timeout_maps_to_api_timeout_error():
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(400, rg.BadRequestError), (401, rg.AuthenticationError), (403, rg.PermissionDeniedError),
-     (404, rg.NotFoundError), (422, rg.UnprocessableEntityError), (429, rg.RateLimitError),
-     (500, rg.InternalServerError), (418, rg.APIStatusError)],
+    [
+        (400, rg.BadRequestError),
+        (401, rg.AuthenticationError),
+        (403, rg.PermissionDeniedError),
+        (404, rg.NotFoundError),
+        (422, rg.UnprocessableEntityError),
+        (429, rg.RateLimitError),
+        (500, rg.InternalServerError),
+        (418, rg.APIStatusError),
+    ],
 )
 def test_status_errors_map_to_openai_style_classes(status, error):
     server = FakeServer(failures=[httpx.Response(status, json={"error": {"message": "nope", "type": "x"}})])
@@ -176,8 +185,11 @@ def test_stream_error_event_raises():
 
 
 def test_non_json_success_body_is_a_validation_error():
-    client = rg.Client(base_url=BASE, model="m",
-                       http_client=httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, text="<html>"))))
+    client = rg.Client(
+        base_url=BASE,
+        model="m",
+        http_client=httpx.Client(transport=httpx.MockTransport(lambda r: httpx.Response(200, text="<html>"))),
+    )
     with pytest.raises(rg.APIResponseValidationError, match="base_url"):
         client.complete("x")
 

@@ -1,5 +1,6 @@
 """The SDK, the examples and `radixgate bench serving` against a live `radixgate serve`
 (the built-in tiny model, a child process on a free 127.0.0.1 port, always terminated)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,12 +13,14 @@ from pathlib import Path
 import pytest
 
 import radixgate as rg
-from radixgate._bench_serving import main as bench_main
 from radixgate._local_server import LocalServer
+from radixgate.bench.serving import main as bench_main
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-STATIC = rg.system("You answer questions about the shop's return policy. " + "Items can be returned within 30 days. " * 40)
+STATIC = rg.system(
+    "You answer questions about the shop's return policy. " + "Items can be returned within 30 days. " * 40
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +39,8 @@ def client(server: LocalServer) -> Iterator[rg.Client]:
 def test_prompt_requests_hit_and_are_tagged(client: rg.Client):
     base = rg.Prompt(STATIC, template="e2e-returns")
     first = client.chat(base.extend(rg.context("User id: 1"), rg.user("Can I return boots?")), max_tokens=4)
-    second = client.chat(base.extend(rg.context("User id: 2"), rg.user("And tents?")), max_tokens=4); line = sys._getframe().f_lineno  # noqa: E501,E702
+    second = client.chat(base.extend(rg.context("User id: 2"), rg.user("And tents?")), max_tokens=4)
+    line = sys._getframe().f_lineno  # noqa: E501,E702
     assert first.usage.prompt_tokens > base.static_tokens() > 300
     assert second.usage.cached_tokens >= base.static_tokens()
     assert second.hit_ratio > 0.9 > first.hit_ratio
@@ -66,8 +70,9 @@ def test_async_fan_out_after_warm_all_hits(server: LocalServer):
         async with rg.AsyncClient(base_url=server.base_url, timeout=60) as client:
             await client.flush_cache()
             await client.warm(base)
-            return await asyncio.gather(*(client.chat(base.extend(rg.user(f"Question {i}?")), max_tokens=2)
-                                          for i in range(4)))
+            return await asyncio.gather(
+                *(client.chat(base.extend(rg.user(f"Question {i}?")), max_tokens=2) for i in range(4))
+            )
 
     for reply in asyncio.run(main()):
         assert reply.usage.cached_tokens >= base.static_tokens()
@@ -82,14 +87,28 @@ def test_server_errors_map_to_exceptions(client: rg.Client):
 
 @pytest.mark.parametrize("script", ["chatbot.py", "rag.py", "few_shot.py", "agent.py", "tree_of_thought.py"])
 def test_examples_run(server: LocalServer, script: str):
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / script), "--base-url", server.base_url],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), "--base-url", server.base_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "cached" in done.stdout or "from cache" in done.stdout
 
 
 def test_bench_serving_measures_the_ideal_hit_rate(server: LocalServer, capsys: pytest.CaptureFixture[str]):
-    args = ["--base-url", server.base_url, "--num-prompts", "6", "--shared-tokens", "400", "--max-tokens", "2", "--json"]
+    args = [
+        "--base-url",
+        server.base_url,
+        "--num-prompts",
+        "6",
+        "--shared-tokens",
+        "400",
+        "--max-tokens",
+        "2",
+        "--json",
+    ]
     assert bench_main([*args, "--workload", "agent"]) == 0
     (agent,) = json.loads(capsys.readouterr().out)["results"]
     assert agent["completed"] == 6 and agent["measured_hit_rate"] >= 0.95 * agent["ideal_hit_rate"] > 0.8

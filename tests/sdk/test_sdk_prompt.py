@@ -1,4 +1,5 @@
 """Prompt rendering order, canonical serialization, volatility warnings and identity."""
+
 from __future__ import annotations
 
 import sys
@@ -9,7 +10,10 @@ import pytest
 import radixgate as rg
 
 TOOL_A = {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {"q": {}}}}}
-TOOL_B = {"function": {"parameters": {"properties": {"id": {}}, "type": "object"}, "name": "lookup"}, "type": "function"}
+TOOL_B = {
+    "function": {"parameters": {"properties": {"id": {}}, "type": "object"}, "name": "lookup"},
+    "type": "function",
+}
 
 
 def test_less_volatile_segments_render_first_whatever_the_declared_order():
@@ -26,8 +30,10 @@ def test_less_volatile_segments_render_first_whatever_the_declared_order():
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[0]["content"] == "You are a release bot.\n\n# notes\nRelease notes ..."
     assert messages[-1]["content"] == "What changed?\n\nUser id: 42"
-    assert prompt.text() == ("You are a release bot.\n\n# notes\nRelease notes ...\n\nUser: hi\n\n"
-                             "Assistant: hello\n\nWhat changed?\n\nUser id: 42")
+    assert prompt.text() == (
+        "You are a release bot.\n\n# notes\nRelease notes ...\n\nUser: hi\n\n"
+        "Assistant: hello\n\nWhat changed?\n\nUser id: 42"
+    )
 
 
 def test_tool_schemas_serialize_canonically():
@@ -48,13 +54,16 @@ def test_whitespace_and_unicode_are_normalized():
 
 @pytest.mark.parametrize(
     ("text", "kind"),
-    [("Current time: 2026-11-29T10:15:00Z.", "ISO timestamp"),
-     ("Session 123e4567-e89b-12d3-a456-426614174000", "UUID"),
-     ("Request id 1732871234", "long digit run")],
+    [
+        ("Current time: 2026-11-29T10:15:00Z.", "ISO timestamp"),
+        ("Session 123e4567-e89b-12d3-a456-426614174000", "UUID"),
+        ("Request id 1732871234", "long digit run"),
+    ],
 )
 def test_volatile_static_content_warns_naming_the_segment_and_the_users_line(text, kind):
     with pytest.warns(rg.VolatileStaticSegmentWarning) as record:
-        rg.Prompt(rg.system(text, name="intro"), template="t"); line = sys._getframe().f_lineno  # noqa: E702
+        rg.Prompt(rg.system(text, name="intro"), template="t")
+        line = sys._getframe().f_lineno  # noqa: E702
     message = str(record[0].message)
     assert "'intro'" in message and kind in message
     assert record[0].filename == __file__ and record[0].lineno == line
@@ -67,7 +76,8 @@ def test_volatile_content_outside_static_segments_is_fine():
 
 
 def test_template_defaults_to_construction_site_and_extend_keeps_it():
-    base = rg.Prompt(rg.system("s")); line = sys._getframe().f_lineno  # noqa: E702
+    base = rg.Prompt(rg.system("s"))
+    line = sys._getframe().f_lineno  # noqa: E702
     assert base.template.endswith(f"test_sdk_prompt.py:{line}")
     assert base.extend(rg.user("q")).template == base.template
     assert rg.Prompt(rg.system("s"), template="named").template == "named"
@@ -81,8 +91,12 @@ def test_static_identity_ignores_dynamic_segments():
     assert rg.Prompt(rg.system("Be briefer."), template="t").static_prefix_hash != base.static_prefix_hash
     assert one.messages()[0]["content"].startswith(one.static_text())
     meta = one.metadata(source="app.py:3")
-    assert meta == {"prompt_template": "t", "prompt_source": "app.py:3", "static_prefix_hash": base.static_prefix_hash,
-                    "static_prefix_chars": str(base.static_prefix_chars)}
+    assert meta == {
+        "prompt_template": "t",
+        "prompt_source": "app.py:3",
+        "static_prefix_hash": base.static_prefix_hash,
+        "static_prefix_chars": str(base.static_prefix_chars),
+    }
 
 
 def test_static_tokens_and_cacheable_check():

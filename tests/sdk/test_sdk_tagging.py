@@ -1,4 +1,5 @@
 """`radixgate.tagging_http_client`: plain openai-client apps get call-site metadata, bodies otherwise kept."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,8 @@ def test_tagging_transport_adds_call_site_metadata_once():
         return httpx.Response(200, json={})
 
     http = httpx.Client(transport=TaggingTransport(httpx.MockTransport(handler)))
-    http.post("http://x/v1/chat/completions", json={"model": "m", "messages": []}); line = sys._getframe().f_lineno  # noqa: E702
+    http.post("http://x/v1/chat/completions", json={"model": "m", "messages": []})
+    line = sys._getframe().f_lineno  # noqa: E702
     http.post("http://x/v1/chat/completions", json={"model": "m", "metadata": {"prompt_source": "mine.py:1"}})
     first, second = (json.loads(r.content) for r in seen)
     assert first["metadata"]["prompt_source"].endswith(f"test_sdk_tagging.py:{line}")

@@ -1,4 +1,5 @@
 """The disk tier alone: keys, round trips, faults (each a counted miss), crash safety, LRU budget."""
+
 from __future__ import annotations
 
 import os
@@ -10,10 +11,10 @@ import textwrap
 import pytest
 import torch
 
-from radixgate.engine.disk_store import DiskStore
+from radixgate.engine.hicache.disk_store import DiskStore
 
 BLOCK = 4
-SHAPE = (2, 3)        # per-token KV shape: [kv_heads, head_dim]
+SHAPE = (2, 3)  # per-token KV shape: [kv_heads, head_dim]
 LAYERS = 2
 
 
@@ -31,7 +32,7 @@ def block(seed: int, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
 def test_keys_chain_over_the_prefix_and_namespace(tmp_path):
     store = make_store(tmp_path)
     a = store.block_keys(list(range(10)), None)
-    assert len(a) == 2                                     # the partial third block has no key
+    assert len(a) == 2  # the partial third block has no key
     b = store.block_keys([99] + list(range(1, 10)), None)
     assert a[1] != b[1], "a block's key must depend on every earlier token"
     assert store.block_keys(list(range(10)), "tenant-a") != a
@@ -67,7 +68,7 @@ def _flip(path):
 
 def _truncate(path):
     data = open(path, "rb").read()
-    open(path, "wb").write(data[:len(data) - 7])
+    open(path, "wb").write(data[: len(data) - 7])
 
 
 @pytest.mark.parametrize("fault", [_flip, _truncate, os.unlink])
@@ -78,7 +79,7 @@ def test_damaged_entry_is_a_counted_miss_never_served(tmp_path, fault):
     assert store.get(keys[1]) is None
     assert store.num_read_failures == 1
     assert keys[1] not in store and not os.path.exists(store.path(keys[1]))
-    assert store.num_cached_blocks(keys) == 1              # the prefix now ends before the bad block
+    assert store.num_cached_blocks(keys) == 1  # the prefix now ends before the bad block
     store.check_consistency()
 
 
@@ -105,7 +106,7 @@ def test_lru_removal_keeps_the_byte_budget_and_prefix_heads(tmp_path):
     b = store.block_keys(list(range(BLOCK * 2)), "b")
     for i, key in enumerate(a + b[:1]):
         store.put(key, *block(i))
-    store.num_cached_blocks(a)                              # a is used again: b[0] is now oldest
+    store.num_cached_blocks(a)  # a is used again: b[0] is now oldest
     store.put(b[1], *block(9))
     assert store.bytes_used <= 3 * entry
     assert store.num_cached_blocks(a) == 2 and b[0] not in store
@@ -114,7 +115,7 @@ def test_lru_removal_keeps_the_byte_budget_and_prefix_heads(tmp_path):
 
 _CRASH_WRITER = textwrap.dedent("""
     import os, signal, sys, torch
-    from radixgate.engine.disk_store import DiskStore
+    from radixgate.engine.hicache.disk_store import DiskStore
     store = DiskStore(sys.argv[1], 1 << 20, "fp", 4, torch.float32, (2, 3), 2)
     key = store.block_keys(list(range(4)), None)[0]
     mode = sys.argv[2]
@@ -138,8 +139,7 @@ _CRASH_WRITER = textwrap.dedent("""
 
 @pytest.mark.parametrize("mode", ["before_rename", "mid_write"])
 def test_process_killed_while_writing_leaves_nothing_served(tmp_path, mode):
-    proc = subprocess.run([sys.executable, "-c", _CRASH_WRITER, str(tmp_path), mode], timeout=60,
-                          capture_output=True)
+    proc = subprocess.run([sys.executable, "-c", _CRASH_WRITER, str(tmp_path), mode], timeout=60, capture_output=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     assert os.listdir(tmp_path / "tmp"), "the killed writer should have left its temporary file"
     store = make_store(tmp_path)

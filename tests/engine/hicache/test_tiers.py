@@ -1,5 +1,6 @@
 """HiCache through the engine: the same greedy tokens from every tier, warm restart, disk faults,
 write policies, per-tier accounting."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ def run(engine, ids: list[int], salt: str | None = None):
 
 def hicache(make_engine, storage=None, **kw):
     kw.setdefault("max_total_tokens", POOL)
-    return make_engine(enable_hicache=True, hicache_ratio=2.0,
-                       hicache_storage_dir=str(storage) if storage else None, **kw)
+    return make_engine(
+        enable_hicache=True, hicache_ratio=2.0, hicache_storage_dir=str(storage) if storage else None, **kw
+    )
 
 
 PROMPTS = prompts(3, 300)
@@ -40,6 +42,7 @@ PROMPTS = prompts(3, 300)
 def reference(tmp_path_factory):
     """Greedy tokens of PROMPTS computed from scratch, each on an empty cache."""
     from radixgate.engine import Engine, EngineConfig
+
     engine = Engine(EngineConfig(max_total_tokens=POOL, disable_radix_cache=True))
     try:
         return [run(engine, p).token_ids for p in PROMPTS]
@@ -56,21 +59,21 @@ def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_pa
     device = run(engine, p)
     assert device.cached_tokens_by_tier == {"device": 299, "host": 0, "disk": 0}
 
-    engine.cache_manager.cache.evict(POOL)              # device -> host (write_through keeps a copy)
+    engine.cache_manager.cache.evict(POOL)  # device -> host (write_through keeps a copy)
     host = run(engine, p)
     assert host.cached_tokens_by_tier == {"device": 0, "host": 299, "disk": 0}
 
     engine.cache_manager.cache.evict(POOL)
-    engine.hicache.evict_host(10 * POOL)                 # host -> gone; the disk still has it
+    engine.hicache.evict_host(10 * POOL)  # host -> gone; the disk still has it
     disk = run(engine, p)
-    assert disk.cached_tokens_by_tier == {"device": 0, "host": 0, "disk": 256}   # whole 64-token blocks
+    assert disk.cached_tokens_by_tier == {"device": 0, "host": 0, "disk": 256}  # whole 64-token blocks
 
     # One request served by all three: its head on device, its middle on host, its tail on disk.
     engine.cache_manager.cache.evict(POOL)
     engine.hicache.evict_host(10 * POOL)
-    run(engine, p[:129] + [7])                           # re-inserts the first 129 tokens...
-    engine.cache_manager.cache.evict(POOL)               # ...demotes them...
-    run(engine, p[:65] + [7])                            # ...and loads the first 65 back to the device
+    run(engine, p[:129] + [7])  # re-inserts the first 129 tokens...
+    engine.cache_manager.cache.evict(POOL)  # ...demotes them...
+    run(engine, p[:65] + [7])  # ...and loads the first 65 back to the device
     mixed = run(engine, p)
     assert mixed.cached_tokens_by_tier == {"device": 65, "host": 64, "disk": 127}
     for out in (first, device, host, disk, mixed):
@@ -80,7 +83,7 @@ def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_pa
     assert s["cache_hit_tokens_disk"] >= 256 + 127 and s["hicache_disk_read_failures"] == 0
     assert s["prefix_cache_hits_by_tier"] == {t: s[f"cache_hit_tokens_{t}"] for t in ("device", "host", "disk")}
     assert sum(s["prefix_cache_hits_by_tier"].values()) == s["prefix_cache_hits"]
-    assert s["hicache_bytes_used_device"] == (POOL - s["available_tokens"]) * 2048   # tiny: 2 KiB a token
+    assert s["hicache_bytes_used_device"] == (POOL - s["available_tokens"]) * 2048  # tiny: 2 KiB a token
     assert s["hicache_bytes_used_host"] == s["hicache_host_used_tokens"] * 2048 > 0
 
 
@@ -100,7 +103,7 @@ def test_pages_and_chunked_prefill_load_back_whole_pages(make_engine, tmp_path, 
 def test_fp8_kv_moves_between_tiers_as_bytes(make_engine, tmp_path):
     engine = hicache(make_engine, tmp_path, kv_cache_dtype="fp8_e4m3")
     p = PROMPTS[0]
-    first = run(engine, p)                               # calibrates the scales, then writes the disk
+    first = run(engine, p)  # calibrates the scales, then writes the disk
     engine.cache_manager.cache.evict(POOL)
     host = run(engine, p)
     engine.cache_manager.cache.evict(POOL)
@@ -114,7 +117,7 @@ def test_warm_restart_serves_from_disk(make_engine, tmp_path, reference):
     engine = hicache(make_engine, tmp_path)
     for p in PROMPTS:
         run(engine, p)
-    engine.shutdown()                                    # finishes the queued disk writes
+    engine.shutdown()  # finishes the queued disk writes
     restarted = hicache(make_engine, tmp_path)
     out = run(restarted, PROMPTS[1])
     assert out.cached_tokens == out.cached_tokens_by_tier["disk"] == 256
@@ -127,15 +130,15 @@ def test_damaged_disk_entries_are_counted_misses(make_engine, tmp_path, referenc
     for p in PROMPTS:
         run(engine, p)
     engine.shutdown()
-    engine = hicache(make_engine, tmp_path)                          # indexes the stored blocks
+    engine = hicache(make_engine, tmp_path)  # indexes the stored blocks
     store = engine.hicache.disk
     keys = [store.block_keys(p[:-1], None) for p in PROMPTS]
     data = bytearray(open(store.path(keys[0][1]), "rb").read())
     data[len(data) // 3] ^= 0x40
-    open(store.path(keys[0][1]), "wb").write(bytes(data))            # flipped byte in block 1
+    open(store.path(keys[0][1]), "wb").write(bytes(data))  # flipped byte in block 1
     with open(store.path(keys[1][0]), "r+b") as f:
-        f.truncate(1000)                                              # truncated block 0
-    os.unlink(store.path(keys[2][2]))                                 # missing block 2
+        f.truncate(1000)  # truncated block 0
+    os.unlink(store.path(keys[2][2]))  # missing block 2
 
     outs = [run(engine, p) for p in PROMPTS]
     assert [o.cached_tokens_by_tier["disk"] for o in outs] == [64, 0, 128]
@@ -160,12 +163,13 @@ _KILLED_ENGINE = textwrap.dedent("""
 
 
 def test_engine_killed_while_writing_to_disk_serves_only_complete_blocks(make_engine, tmp_path, reference):
-    proc = subprocess.run([sys.executable, "-c", _KILLED_ENGINE, str(tmp_path), json.dumps(PROMPTS[0])],
-                          capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILLED_ENGINE, str(tmp_path), json.dumps(PROMPTS[0])], capture_output=True, timeout=120
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
     engine = hicache(make_engine, tmp_path)
     out = run(engine, PROMPTS[0])
-    assert out.cached_tokens_by_tier["disk"] == 128      # blocks 0 and 1; block 2 died in tmp/
+    assert out.cached_tokens_by_tier["disk"] == 128  # blocks 0 and 1; block 2 died in tmp/
     assert out.token_ids == reference[0]
     assert engine.stats()["hicache_disk_read_failures"] == 0
 
@@ -185,16 +189,16 @@ def test_write_policies_under_eviction(make_engine, tmp_path, reference, policy)
     s = engine.stats
     run(engine, PROMPTS[0])
     assert (s()["hicache_backup_tokens_host"] > 0) == (policy == "write_through")
-    run(engine, PROMPTS[0])                               # a hit: selective backs it up now
+    run(engine, PROMPTS[0])  # a hit: selective backs it up now
     backed = s()["hicache_backup_tokens_host"]
     assert (backed >= 299) == (policy != "write_back")
-    outs = [run(engine, p) for p in PROMPTS + PROMPTS]    # 512-token device pool: each evicts the last
+    outs = [run(engine, p) for p in PROMPTS + PROMPTS]  # 512-token device pool: each evicts the last
     assert [o.token_ids for o in outs] == reference + reference
     hits = [o.cached_tokens_by_tier["host"] for o in outs[3:]]
     # Selective drops what was never hit; the others demote everything to the (1024-token) host.
     assert hits == ([299, 0, 0] if policy == "write_through_selective" else [299, 299, 299])
     engine.hicache.drain()
-    if policy == "write_back":                            # the disk is written when the host evicts
+    if policy == "write_back":  # the disk is written when the host evicts
         assert s()["hicache_backup_tokens_disk"] == 0
         engine.cache_manager.cache.evict(POOL)
         engine.hicache.evict_host(10 * POOL)
@@ -207,6 +211,7 @@ def test_write_policies_under_eviction(make_engine, tmp_path, reference, policy)
 
 def test_config_is_validated():
     from radixgate.engine import EngineConfig
+
     with pytest.raises(ValueError, match="hicache_write_policy"):
         EngineConfig(enable_hicache=True, hicache_write_policy="sometimes")
     with pytest.raises(ValueError, match="radix cache"):

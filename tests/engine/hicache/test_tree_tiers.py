@@ -1,6 +1,7 @@
 """The radix tree with a host tier, against its invariants, under random inserts, matches with
 load-back, and evictions in both tiers. Each token's KV is its own id, so every move between
 tiers can be checked for the bytes it carries."""
+
 from __future__ import annotations
 
 import hypothesis.strategies as st
@@ -8,11 +9,11 @@ import torch
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from radixgate.engine.hicache import HiCache
-from radixgate.engine.host_pool import HostPool
-from radixgate.engine.kv_pool import KVPool
-from radixgate.engine.page_allocator import PageAllocator
-from radixgate.engine.radix_cache import RadixCache
+from radixgate.engine.hicache.controller import HiCache
+from radixgate.engine.hicache.host_pool import HostPool
+from radixgate.engine.kvcache.kv_pool import KVPool
+from radixgate.engine.kvcache.page_allocator import PageAllocator
+from radixgate.engine.kvcache.radix_cache import RadixCache
 
 DEVICE, HOST = 16, 12
 seqs = st.lists(st.integers(1, 4), min_size=1, max_size=10)
@@ -33,7 +34,7 @@ class TieredTree(RuleBasedStateMachine):
         return self.alloc.allocate(n) if self.alloc.can_allocate(n) else None
 
     def _kv(self, slots, pool):
-        k, v = (pool.read(torch.tensor(slots, dtype=torch.int64)) if pool is self.pool else pool.read(list(slots)))
+        k, v = pool.read(torch.tensor(slots, dtype=torch.int64)) if pool is self.pool else pool.read(list(slots))
         return [int(x) for x in k[0].flatten()], [int(x) for x in v[0].flatten()]
 
     @rule(seq=seqs)
@@ -52,18 +53,20 @@ class TieredTree(RuleBasedStateMachine):
         m = self.tree.match(seq)
         n_dev, n_host = len(m.device_slots), len(m.host_slots)
         assert self._kv(m.device_slots, self.pool) == (seq[:n_dev], [-t for t in seq[:n_dev]])
-        assert self._kv(m.host_slots, self.hicache.host) == (seq[n_dev:n_dev + n_host],
-                                                            [-t for t in seq[n_dev:n_dev + n_host]])
+        assert self._kv(m.host_slots, self.hicache.host) == (
+            seq[n_dev : n_dev + n_host],
+            [-t for t in seq[n_dev : n_dev + n_host]],
+        )
         self.tree.inc_lock_ref(m.node)
         self.hicache.lock_host(m.host_node)
         new = self._device_slots(n_host) if n_host else []
         if new is not None:
             self.hicache.load(new, m.host_slots, None)
-            loaded = seq[n_dev:n_dev + n_host]
+            loaded = seq[n_dev : n_dev + n_host]
             assert self._kv(new, self.pool) == (loaded, [-t for t in loaded])
         self.hicache.unlock_host(m.host_node)
         if new:
-            existing = self.tree.insert(seq[:n_dev + n_host], m.device_slots + new)
+            existing = self.tree.insert(seq[: n_dev + n_host], m.device_slots + new)
             assert existing == n_dev, "the loaded part must be adopted by the host-only nodes"
             assert self.tree.match(seq).device_slots == m.device_slots + new
         self.tree.dec_lock_ref(m.node)
@@ -101,14 +104,14 @@ def test_a_host_copy_being_loaded_is_not_evicted():
     machine.start("write_back")
     a, b = [1, 2, 3, 4], [9] * DEVICE
     machine.compute_and_insert(a)
-    machine.tree.evict(DEVICE)                            # a: host-only
+    machine.tree.evict(DEVICE)  # a: host-only
     m = machine.tree.match(a)
     assert m.host_slots and not m.device_slots
     machine.hicache.lock_host(m.host_node)
-    machine.compute_and_insert(b)                         # fills the device...
-    machine.tree.evict(DEVICE)                            # ...and its demotion needs the host's room
+    machine.compute_and_insert(b)  # fills the device...
+    machine.tree.evict(DEVICE)  # ...and its demotion needs the host's room
     assert machine.tree.match(a).host_slots == m.host_slots, "a host-locked copy was evicted"
     assert machine._kv(m.host_slots, machine.hicache.host) == (a, [-t for t in a])
     machine.hicache.unlock_host(m.host_node)
-    assert machine.hicache.evict_host(HOST) == len(a)                 # unlocked: evictable again
+    assert machine.hicache.evict_host(HOST) == len(a)  # unlocked: evictable again
     machine.books_balance()

@@ -4,6 +4,7 @@ TRITON_INTERPRET must be set before `@triton.jit` runs, so it is set here, befor
 module is imported by these tests. (The launchers also interpret CPU tensors by themselves,
 so a kernel module imported earlier, e.g. by the engine, still runs here.)
 """
+
 from __future__ import annotations
 
 import os

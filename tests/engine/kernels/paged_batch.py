@@ -1,4 +1,5 @@
 """Random ragged batches laid out in a paged KV pool, for the kernel tests."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,17 +10,26 @@ import torch
 @dataclass
 class PagedBatch:
     """A ragged batch laid out in a paged pool, with every slot no request owns poisoned."""
-    k_cache: torch.Tensor            # [num_slots, num_kv_heads, head_dim]
+
+    k_cache: torch.Tensor  # [num_slots, num_kv_heads, head_dim]
     v_cache: torch.Tensor
-    kv_indptr: torch.Tensor          # [batch + 1] int64
-    kv_indices: torch.Tensor         # [total_kv] int64
+    kv_indptr: torch.Tensor  # [batch + 1] int64
+    kv_indices: torch.Tensor  # [total_kv] int64
     k_scale: float
     v_scale: float
 
 
-def make_paged_batch(kv_lens: list[int], num_kv_heads: int, head_dim: int, page_size: int,
-                     dtype: torch.dtype, device: torch.device, generator: torch.Generator,
-                     share_prefix: int = 0, scale: float = 1.0) -> PagedBatch:
+def make_paged_batch(
+    kv_lens: list[int],
+    num_kv_heads: int,
+    head_dim: int,
+    page_size: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    generator: torch.Generator,
+    share_prefix: int = 0,
+    scale: float = 1.0,
+) -> PagedBatch:
     """Each request gets whole pages drawn at random from the pool (so its KV crosses page
     boundaries in no particular order); slot 0 is a padding slot no request owns, as in SGLang.
     With `share_prefix`, request 1 reuses request 0's first share_prefix tokens' pages (a radix
@@ -27,16 +37,19 @@ def make_paged_batch(kv_lens: list[int], num_kv_heads: int, head_dim: int, page_
     pages_needed = [-(-n // page_size) for n in kv_lens]
     shared_pages = share_prefix // page_size
     num_pages = 1 + sum(pages_needed) - (shared_pages if len(kv_lens) > 1 else 0) + 3
-    order = torch.randperm(num_pages - 1, generator=generator) + 1          # page 0 is padding
+    order = torch.randperm(num_pages - 1, generator=generator) + 1  # page 0 is padding
     next_page = 0
     tables: list[list[int]] = []
     for b, need in enumerate(pages_needed):
         reused = tables[0][:shared_pages] if b == 1 else []
-        fresh = order[next_page:next_page + need - len(reused)].tolist()
+        fresh = order[next_page : next_page + need - len(reused)].tolist()
         next_page += len(fresh)
         tables.append(reused + fresh)
-    indices = [p * page_size + i % page_size
-               for table, n in zip(tables, kv_lens) for i, p in ((i, table[i // page_size]) for i in range(n))]
+    indices = [
+        p * page_size + i % page_size
+        for table, n in zip(tables, kv_lens, strict=False)
+        for i, p in ((i, table[i // page_size]) for i in range(n))
+    ]
     num_slots = num_pages * page_size
     values_dtype = torch.float32 if dtype.itemsize == 1 else dtype
     k = torch.full((num_slots, num_kv_heads, head_dim), float("nan"), dtype=torch.float32)
@@ -50,8 +63,14 @@ def make_paged_batch(kv_lens: list[int], num_kv_heads: int, head_dim: int, page_
     else:
         k, v = k.to(values_dtype), v.to(values_dtype)
     indptr = torch.tensor([0] + torch.tensor(kv_lens).cumsum(0).tolist(), dtype=torch.int64)
-    return PagedBatch(k.to(device), v.to(device), indptr.to(device), owned.to(device),
-                      scale if dtype.itemsize == 1 else 1.0, scale if dtype.itemsize == 1 else 1.0)
+    return PagedBatch(
+        k.to(device),
+        v.to(device),
+        indptr.to(device),
+        owned.to(device),
+        scale if dtype.itemsize == 1 else 1.0,
+        scale if dtype.itemsize == 1 else 1.0,
+    )
 
 
 def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:

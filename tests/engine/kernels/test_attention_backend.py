@@ -1,11 +1,12 @@
 """Choosing the attention backend, and the Triton backend end to end (interpreted on CPU)."""
+
 import pytest
 import torch
 
 from radixgate.engine import Engine, EngineConfig, SamplingParams
-from radixgate.engine.attention import TorchBackend, TritonBackend, create_backend
 from radixgate.engine.kernels import triton_runtime
-from radixgate.engine.kv_pool import KVPool
+from radixgate.engine.kvcache.kv_pool import KVPool
+from radixgate.engine.model.attention import TorchBackend, TritonBackend, create_backend
 
 
 def _pool(device: str = "cpu") -> KVPool:
@@ -33,11 +34,18 @@ def test_triton_backend_generates_the_torch_backends_tokens_with_fp8(device):
     prompts = [list(range(900, 917)), list(range(900, 916)) + [5, 6, 7]]
     tokens = {}
     for backend in ("torch", "triton"):
-        engine = Engine(EngineConfig(attention_backend=backend, kv_cache_dtype="fp8_e4m3", page_size=16,
-                                     max_total_tokens=512, device=str(device)))
+        engine = Engine(
+            EngineConfig(
+                attention_backend=backend,
+                kv_cache_dtype="fp8_e4m3",
+                page_size=16,
+                max_total_tokens=512,
+                device=str(device),
+            )
+        )
         assert isinstance(engine.runner.backend, TritonBackend if backend == "triton" else TorchBackend)
         first = engine.generate(input_ids=prompts[:1], sampling=greedy)
-        second = engine.generate(input_ids=prompts[1:], sampling=greedy)     # hits the first 16 tokens
+        second = engine.generate(input_ids=prompts[1:], sampling=greedy)  # hits the first 16 tokens
         assert second[0].cached_tokens == 16
         tokens[backend] = [o.token_ids for o in first + second]
         engine.shutdown()
@@ -48,7 +56,8 @@ def test_fp8_e4m3_before_sm89_falls_back_to_torch(monkeypatch):
     """Triton has no fp8_e4m3 before compute capability 8.9 (compile_check shows it for sm_80)."""
     from types import SimpleNamespace
 
-    import radixgate.engine.attention as attention
+    import radixgate.engine.model.attention as attention
+
     monkeypatch.setattr(attention, "HAS_TRITON", True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
     a100_pool = SimpleNamespace(device=torch.device("cuda", 0), dtype=torch.float8_e4m3fn)

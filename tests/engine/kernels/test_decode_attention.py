@@ -1,4 +1,5 @@
 """Triton decode attention against the torch reference, on paged pools with poisoned free slots."""
+
 import math
 
 import pytest
@@ -11,19 +12,28 @@ from radixgate.engine.kernels.triton_runtime import HAS_TRITON
 
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 
-KV_LENS = [37, 21, 1, 70]          # crosses 16-token pages; the 1-token request leaves splits empty
+KV_LENS = [37, 21, 1, 70]  # crosses 16-token pages; the 1-token request leaves splits empty
 NUM_KV_HEADS = 2
 
 
 def _run(device, group, page_size, dtype=torch.float32, kv_dtype=None, head_dim=32, seed=0, **kernel_kw):
     gen = torch.Generator().manual_seed(seed)
-    batch = make_paged_batch(KV_LENS, NUM_KV_HEADS, head_dim, page_size, kv_dtype or dtype, device, gen,
-                             share_prefix=16, scale=0.02)
+    batch = make_paged_batch(
+        KV_LENS, NUM_KV_HEADS, head_dim, page_size, kv_dtype or dtype, device, gen, share_prefix=16, scale=0.02
+    )
     q = torch.randn((len(KV_LENS), NUM_KV_HEADS * group, head_dim), generator=gen).to(dtype).to(device)
-    args = (q, batch.k_cache, batch.v_cache, batch.kv_indptr, batch.kv_indices, 1 / math.sqrt(head_dim),
-            batch.k_scale, batch.v_scale)
+    args = (
+        q,
+        batch.k_cache,
+        batch.v_cache,
+        batch.kv_indptr,
+        batch.kv_indices,
+        1 / math.sqrt(head_dim),
+        batch.k_scale,
+        batch.v_scale,
+    )
     ref = decode_attention_torch(*args)
-    out = torch.full_like(q, float("nan"))          # an element the kernel leaves unwritten fails
+    out = torch.full_like(q, float("nan"))  # an element the kernel leaves unwritten fails
     got = triton_kernel(*args, out=out, **kernel_kw)
     assert got is out
     return got, ref
@@ -37,7 +47,7 @@ def test_decode_matches_reference_float32(device, group, page_size, splits, bloc
     got, ref = _run(device, group, page_size, num_kv_splits=splits, block_n=block_n)
     assert torch.isfinite(ref).all()
     err = max_rel_err(got, ref)
-    print(f"max rel err {err:.2e}")   # shown by pytest -rP
+    print(f"max rel err {err:.2e}")  # shown by pytest -rP
     assert err <= 1e-5
 
 
@@ -46,7 +56,7 @@ def test_decode_matches_reference_float32(device, group, page_size, splits, bloc
 def test_decode_dequantizes_fp8_like_reference(device, kv_dtype):
     got, ref = _run(device, group=4, page_size=16, kv_dtype=kv_dtype, num_kv_splits=3)
     err = max_rel_err(got, ref)
-    print(f"max rel err {err:.2e}")   # shown by pytest -rP
+    print(f"max rel err {err:.2e}")  # shown by pytest -rP
     assert err <= 1e-5
 
 
@@ -62,7 +72,7 @@ def test_decode_bfloat16_non_power_of_two_head_dim(device):
 def test_decode_default_splits_and_empty_batch(device):
     got, ref = _run(device, group=1, page_size=1)
     err = max_rel_err(got, ref)
-    print(f"max rel err {err:.2e}")   # shown by pytest -rP
+    print(f"max rel err {err:.2e}")  # shown by pytest -rP
     assert err <= 1e-5
     empty = torch.empty((0, 2, 32), device=device)
     pool = torch.zeros((4, 2, 32), device=device)

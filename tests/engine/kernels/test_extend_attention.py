@@ -1,4 +1,5 @@
 """Triton extend attention against the torch reference: cached prefix from the pool, new tokens causal."""
+
 import math
 
 import pytest
@@ -20,18 +21,28 @@ NUM_KV_HEADS = 2
 
 def _inputs(device, group, page_size, dtype=torch.float32, kv_dtype=None, head_dim=32, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    batch = make_paged_batch(KV_LENS, NUM_KV_HEADS, head_dim, page_size, kv_dtype or dtype, device, gen,
-                             share_prefix=16, scale=0.02)
+    batch = make_paged_batch(
+        KV_LENS, NUM_KV_HEADS, head_dim, page_size, kv_dtype or dtype, device, gen, share_prefix=16, scale=0.02
+    )
     q = torch.randn((sum(Q_LENS), NUM_KV_HEADS * group, head_dim), generator=gen).to(dtype).to(device)
     qo_indptr = torch.tensor([0] + torch.tensor(Q_LENS).cumsum(0).tolist(), dtype=torch.int64, device=device)
-    return (q, batch.k_cache, batch.v_cache, qo_indptr, batch.kv_indptr, batch.kv_indices,
-            1 / math.sqrt(head_dim), batch.k_scale, batch.v_scale)
+    return (
+        q,
+        batch.k_cache,
+        batch.v_cache,
+        qo_indptr,
+        batch.kv_indptr,
+        batch.kv_indices,
+        1 / math.sqrt(head_dim),
+        batch.k_scale,
+        batch.v_scale,
+    )
 
 
 def _run(device, group, page_size, dtype=torch.float32, kv_dtype=None, head_dim=32, **kernel_kw):
     args = _inputs(device, group, page_size, dtype, kv_dtype, head_dim)
     ref = extend_attention_torch(*args)
-    out = torch.full_like(args[0], float("nan"))     # an element the kernel leaves unwritten fails
+    out = torch.full_like(args[0], float("nan"))  # an element the kernel leaves unwritten fails
     got = triton_kernel(*args, out=out, **kernel_kw)
     assert got is out
     return got, ref
@@ -45,17 +56,18 @@ def test_extend_matches_reference_float32(device, group, page_size, block):
     got, ref = _run(device, group, page_size, block_m=block, block_n=block)
     assert torch.isfinite(ref).all()
     err = max_rel_err(got, ref)
-    print(f"max rel err {err:.2e}")   # shown by pytest -rP
+    print(f"max rel err {err:.2e}")  # shown by pytest -rP
     assert err <= 1e-5
 
 
 @needs_triton
 @pytest.mark.parametrize("kv_dtype", [torch.float8_e4m3fn, torch.float8_e5m2])
 def test_extend_dequantizes_fp8_like_reference(device, kv_dtype):
-    got, ref = _run(device, group=4, page_size=16, kv_dtype=kv_dtype, block_m=16, block_n=16,
-                    max_q_len=max(Q_LENS))     # the hint the engine passes, saving a sync per layer
+    got, ref = _run(
+        device, group=4, page_size=16, kv_dtype=kv_dtype, block_m=16, block_n=16, max_q_len=max(Q_LENS)
+    )  # the hint the engine passes, saving a sync per layer
     err = max_rel_err(got, ref)
-    print(f"max rel err {err:.2e}")   # shown by pytest -rP
+    print(f"max rel err {err:.2e}")  # shown by pytest -rP
     assert err <= 1e-5
 
 
@@ -74,6 +86,6 @@ def test_extend_last_token_equals_decode():
     with_new = [b for b in range(len(Q_LENS)) if Q_LENS[b] > 0]
     last_rows = torch.tensor([int(qo_indptr[b + 1]) - 1 for b in with_new])
     dec_indptr = torch.tensor([0] + torch.tensor([KV_LENS[b] for b in with_new]).cumsum(0).tolist())
-    dec_indices = torch.cat([kv_indices[kv_indptr[b]:kv_indptr[b + 1]] for b in with_new])
+    dec_indices = torch.cat([kv_indices[kv_indptr[b] : kv_indptr[b + 1]] for b in with_new])
     dec = decode_attention_torch(q[last_rows], k_cache, v_cache, dec_indptr, dec_indices, sm_scale)
     assert max_rel_err(dec, ext[last_rows]) <= 1e-5

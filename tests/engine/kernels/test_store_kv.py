@@ -1,4 +1,5 @@
 """Triton store_kv against the torch reference, FP8 quantization included."""
+
 import pytest
 import torch
 
@@ -18,13 +19,16 @@ def _poisoned_pool(dtype, device):
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise-equal values, NaN (unwritten slots) equal to NaN."""
-    return torch.equal(a.float().nan_to_num(123.0), b.float().nan_to_num(123.0)) and \
-        torch.equal(a.float().isnan(), b.float().isnan())
+    return torch.equal(a.float().nan_to_num(123.0), b.float().nan_to_num(123.0)) and torch.equal(
+        a.float().isnan(), b.float().isnan()
+    )
 
 
 @needs_triton
-@pytest.mark.parametrize("pool_dtype,scale", [(torch.float32, 1.0), (torch.float8_e4m3fn, 0.37),
-                                              (torch.float8_e5m2, 0.37), (torch.float8_e4m3fn, 1.0)])
+@pytest.mark.parametrize(
+    "pool_dtype,scale",
+    [(torch.float32, 1.0), (torch.float8_e4m3fn, 0.37), (torch.float8_e5m2, 0.37), (torch.float8_e4m3fn, 1.0)],
+)
 def test_store_matches_reference(device, pool_dtype, scale):
     gen = torch.Generator().manual_seed(0)
     num_tokens = 12
@@ -39,7 +43,7 @@ def test_store_matches_reference(device, pool_dtype, scale):
     store_kv_torch(pools[0], pools[1], k, v, slots, scale, 2 * scale)
     triton_kernel(pools[2], pools[3], k, v, slots, scale, 2 * scale)
     assert _same(pools[2], pools[0]) and _same(pools[3], pools[1])
-    assert pools[2].float()[slots].isfinite().all()      # every written row, saturated not inf/NaN
+    assert pools[2].float()[slots].isfinite().all()  # every written row, saturated not inf/NaN
     assert pools[2].float().isnan().sum() == (NUM_SLOTS - num_tokens) * NUM_KV_HEADS * HEAD_DIM
 
 

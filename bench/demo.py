@@ -1,0 +1,229 @@
+"""`radixgate demo`: the closed loop on one machine, in about a minute.
+
+1. start `radixgate serve` on the built-in model (a child process on a free port);
+2. run `examples/bad_app.py` (plain `openai`, every cache-hostile habit), its requests tagged
+   with their call sites;
+3. fetch the gateway's `/v1/prompt_stats` and run `promptlint --stats` on the examples: findings
+   ranked by the prompt tokens each call site made the server recompute;
+4. run `examples/fixed_app.py` (the same app written with `radixgate.Prompt`);
+5. print a before/after table: requests, prompt tokens, cached tokens, hit rate, ideal hit rate,
+   mean TTFT; then the dashboard URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from radixgate._local_server import LocalServer
+
+APPS = {"before": "bad_app.py", "after": "fixed_app.py"}
+
+
+@dataclass
+class AppRow:
+    label: str
+    source: str
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    ttft_ms_total: float = 0.0
+    ttft_requests: int = 0
+    ideal_hit_rate: float | None = None
+
+    @property
+    def hit_rate(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    @property
+    def mean_ttft_ms(self) -> float | None:
+        return self.ttft_ms_total / self.ttft_requests if self.ttft_requests else None
+
+    def to_json(self) -> dict:
+        return {
+            "app": self.label,
+            "source": self.source,
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "hit_rate": round(self.hit_rate, 4),
+            "ideal_hit_rate": self.ideal_hit_rate,
+            "mean_ttft_ms": self.mean_ttft_ms,
+        }
+
+
+def app_rows(stats: dict, examples_dir: str) -> dict[str, AppRow]:
+    """Sums the gateway's per-template statistics by the example file their call sites are in."""
+    rows = {key: AppRow(key, os.path.join(examples_dir, name)) for key, name in APPS.items()}
+    for entry in stats.get("templates", []):
+        source = str(entry.get("source") or "")
+        for key, name in APPS.items():
+            if source.rsplit(":", 1)[0].endswith(name):
+                row = rows[key]
+                row.requests += entry["requests"]
+                row.prompt_tokens += entry["prompt_tokens"]
+                row.cached_tokens += entry["cached_tokens"]
+                if entry.get("mean_ttft_ms") is not None:
+                    row.ttft_ms_total += entry["mean_ttft_ms"] * entry["requests"]
+                    row.ttft_requests += entry["requests"]
+    return rows
+
+
+def ideal_hit_rate(examples_dir: str, num_requests: int) -> float:
+    """What a perfect prefix cache hits on this content when the fixed parts come first: the
+    longest prefix each request shares with any earlier one, over the fixed app's own prompts as
+    the server tokenizes them (the built-in model's ChatML template and cl100k tokens)."""
+    from .serving_runner import _chatml, prefix_stats
+
+    spec = importlib.util.spec_from_file_location("radixgate_demo_fixed_app", os.path.join(examples_dir, APPS["after"]))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    prompts = module.build_prompts(module.make_docs(), num_requests)
+    return prefix_stats([_chatml(p.messages()) for p in prompts])[1]
+
+
+def run_app(name: str, examples_dir: str, base_url: str, num_requests: int, extra: list[str]) -> float:
+    """Runs one example app from a cold cache (so neither app profits from the other's prefixes)."""
+    httpx.post(base_url.removesuffix("/v1") + "/flush_cache", timeout=30).raise_for_status()
+    start = time.perf_counter()
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.join(examples_dir, name),
+            "--base-url",
+            base_url,
+            "--requests",
+            str(num_requests),
+            *extra,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - start
+
+
+def run_promptlint(stats_file: str, paths: list[str], fmt: str = "text") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "radixgate.linter", "--stats", stats_file, "--format", fmt, "--exit-zero", *paths],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def print_table(console, rows: dict[str, AppRow]) -> None:
+    from rich.table import Table
+
+    table = Table(title="before / after: the same app, cache-hostile vs written with radixgate.Prompt")
+    for col in ("app", "requests", "prompt tokens", "cached tokens", "hit rate", "ideal hit rate", "mean TTFT"):
+        table.add_column(col, justify="left" if col == "app" else "right")
+    for row in rows.values():
+        ideal = "—" if row.ideal_hit_rate is None else f"{row.ideal_hit_rate:.1%}"
+        ttft = "—" if row.mean_ttft_ms is None else f"{row.mean_ttft_ms:.0f} ms"
+        table.add_row(
+            f"{row.label}: {row.source}",
+            str(row.requests),
+            f"{row.prompt_tokens:,}",
+            f"{row.cached_tokens:,}",
+            f"{row.hit_rate:.1%}",
+            ideal,
+            ttft,
+        )
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="radixgate demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--requests", type=int, default=40, help="requests each app sends (default 40)")
+    p.add_argument("--examples-dir", default="examples", help="where bad_app.py and fixed_app.py are")
+    p.add_argument("--model-path", default="tiny")
+    p.add_argument("--keep-serving", action="store_true", help="leave the server running until Ctrl-C")
+    p.add_argument("--json", metavar="FILE", help="also write the before/after figures and findings here")
+    p.add_argument(
+        "--screenshot",
+        metavar="PNG",
+        help="also save the dashboard, both apps' templates in its table (needs Debian's chromium)",
+    )
+    args = p.parse_args(argv)
+    for name in APPS.values():
+        if not os.path.isfile(os.path.join(args.examples_dir, name)):
+            p.error(
+                f"{os.path.join(args.examples_dir, name)} not found: run from the repository root "
+                f"or pass --examples-dir"
+            )
+
+    from rich.console import Console
+
+    console = Console()
+    server = LocalServer(extra_args=["--model-path", args.model_path])
+    try:
+        with console.status("starting radixgate serve"):
+            server.start()
+        console.print(f"[bold]1.[/] radixgate serve is up at {server.root_url}")
+        model = httpx.get(server.base_url + "/models", timeout=30).json()["data"][0]["id"]
+        seconds = run_app(
+            APPS["before"], args.examples_dir, server.base_url, args.requests, ["--tag", "--model", model]
+        )
+        console.print(f"[bold]2.[/] examples/{APPS['before']}: {args.requests} requests in {seconds:.1f} s")
+        stats = httpx.get(server.root_url + "/v1/prompt_stats", timeout=30).json()
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="prompt_stats-", delete=False) as f:
+            json.dump(stats, f)
+        paths = [os.path.join(args.examples_dir, name) for name in APPS.values()]
+        lint = run_promptlint(f.name, paths)
+        console.print("[bold]3.[/] promptlint --stats (findings ranked by measured recomputed tokens):")
+        console.print(lint.stdout.rstrip() or "(no findings)", markup=False, highlight=False)
+        if lint.returncode not in (0, 1):
+            console.print(f"promptlint failed: {lint.stderr.strip()}", markup=False)
+        seconds = run_app(APPS["after"], args.examples_dir, server.base_url, args.requests, ["--model", model])
+        console.print(f"[bold]4.[/] examples/{APPS['after']}: {args.requests} requests in {seconds:.1f} s")
+        stats = httpx.get(server.root_url + "/v1/prompt_stats", timeout=30).json()
+        rows = app_rows(stats, args.examples_dir)
+        ideal = ideal_hit_rate(args.examples_dir, args.requests)
+        for row in rows.values():  # the same content: one ideal for both
+            row.ideal_hit_rate = ideal
+        print_table(console, rows)
+        if args.json:
+            findings = json.loads(run_promptlint(f.name, paths, "json").stdout or "[]")
+            with open(args.json, "w") as out:
+                json.dump({"rows": [r.to_json() for r in rows.values()], "findings": findings}, out, indent=2)
+        if args.screenshot:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "radixgate.bench.screenshot",
+                    args.screenshot,
+                    "--url",
+                    server.root_url,
+                    "--no-workload",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            console.print(f"dashboard screenshot: {args.screenshot}")
+        console.print(f"[bold]5.[/] dashboard: {server.root_url}/dashboard")
+        if args.keep_serving:
+            console.print("serving until Ctrl-C")
+            try:
+                while True:
+                    time.sleep(3600)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,168 @@
+"""Lint speed on one core.
+
+    python -m radixgate.bench.lint                 # a generated corpus of 100,000 lines
+    python -m radixgate.bench.lint --lines 200000
+    python -m radixgate.bench.lint --paths src/    # your own code
+
+The generated corpus is LLM-application code: every module builds prompts (OpenAI, Anthropic,
+LangChain templates, RAG over files, few-shot lists, tools serialized to JSON), half of them in
+cache-hostile ways, between ordinary helper code. Every file is parsed and analyzed in full.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from radixgate.linter.cli import iter_files, lint_file, tune_gc
+from radixgate.linter.settings import Settings
+
+_HEADER = '''"""Module {n}: generated for promptlint's benchmark."""
+import json
+import os
+import random
+import textwrap
+from datetime import datetime
+
+from openai import OpenAI
+from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+
+SYSTEM_{n} = textwrap.dedent("""
+    You are assistant number {n} of Acme. Answer in three sentences, cite the policy section,
+    and never invent order numbers, tracking codes or delivery dates.
+""")
+TOOLS_{n} = [{{"type": "function", "function": {{"name": "lookup_{n}", "parameters": {{}}}}}}]
+LABELS_{n} = {{"billing", "shipping", "returns", "other"}}
+'''
+
+_BLOCKS = [
+    """
+
+def answer_{n}_{i}(client: OpenAI, user_id: str, question: str) -> str:
+    stamp = datetime.now().isoformat()
+    system = f"Time: {{stamp}}. User: {{user_id}}.\\n" + SYSTEM_{n} + json.dumps(TOOLS_{n})
+    response = client.chat.completions.create(model="m", messages=[
+        {{"role": "system", "content": system}}, {{"role": "user", "content": question}}])
+    return response.choices[0].message.content or ""
+""",
+    """
+
+def good_{n}_{i}(client: OpenAI, history: list, question: str) -> str:
+    messages = [{{"role": "system", "content": SYSTEM_{n}}}]
+    messages.extend(history)
+    messages.append({{"role": "user", "content": f"{{question}} (at {{datetime.now():%H:%M}})"}})
+    response = client.chat.completions.create(model="m", messages=messages)
+    return response.choices[0].message.content or ""
+""",
+    """
+
+def rag_{n}_{i}(client: OpenAI, folder: str, question: str) -> str:
+    docs = []
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name)) as f:
+            docs.append(f.read())
+    context = "\\n\\n".join(docs)
+    prompt = f"Question: {{question}}\\n\\nDocuments:\\n{{context}}"
+    return client.chat.completions.create(model="m", messages=[
+        {{"role": "system", "content": SYSTEM_{n}}}, {{"role": "user", "content": prompt}}])
+""",
+    """
+
+TEMPLATE_{n}_{i} = ChatPromptTemplate.from_messages([
+    ("system", "Today is {{today}}. " + "Label the message as one of: " + ", ".join(LABELS_{n})),
+    ("human", "{{message}}"),
+])
+
+
+def classify_{n}_{i}(llm, message: str):
+    return (TEMPLATE_{n}_{i} | llm).invoke({{"today": datetime.now().date(), "message": message}})
+""",
+    '''
+
+class Record{n}_{i}:
+    """Ordinary application code between the prompts."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        self.rows = rows
+
+    def totals(self) -> dict[str, float]:
+        out: dict[str, float] = {{}}
+        for row in self.rows:
+            key = row.get("category", "other")
+            out[key] = out.get(key, 0.0) + float(row.get("amount", 0))
+        return dict(sorted(out.items()))
+
+    def top(self, k: int = 3) -> list[tuple[str, float]]:
+        return sorted(self.totals().items(), key=lambda kv: -kv[1])[:k]
+''',
+    """
+
+def few_shot_{n}_{i}(client: OpenAI, examples: list, text: str):
+    shots = list(examples)
+    random.shuffle(shots)
+    body = "\\n".join(f"{{e['input']}} -> {{e['label']}}" for e in shots)
+    template = PromptTemplate.from_template("{{shots}}\\nClassify: {{text}}")
+    return client.chat.completions.create(model="m", messages=[
+        {{"role": "user", "content": SYSTEM_{n} + body + template.format(shots="", text=text)}}])
+""",
+]
+
+
+def generate(folder: Path, target_lines: int) -> tuple[int, int]:
+    """Write modules under `folder` until they hold `target_lines` lines; (files, lines)."""
+    lines = files = 0
+    n = 0
+    while lines < target_lines:
+        parts = [_HEADER.format(n=n)]
+        parts += [_BLOCKS[(n + i) % len(_BLOCKS)].format(n=n, i=i) for i in range(12)]
+        text = "".join(parts)
+        (folder / f"module_{n:05d}.py").write_text(text)
+        lines += text.count("\n")
+        files += 1
+        n += 1
+    return files, lines
+
+
+def bench(paths: list[str], repeat: int = 1) -> tuple[int, int, int, float, float]:
+    """Lint `paths` as `promptlint` does (best of `repeat` runs);
+    (files, lines, findings, CPU seconds, wall seconds)."""
+    settings = Settings()
+    files = list(iter_files(paths, settings, force_exclude=False))
+    lines = sum(f.read_bytes().count(b"\n") for f in files)
+    best_cpu = best_wall = float("inf")
+    findings = 0
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        findings = sum(len(lint_file(f, settings, False, False)[0]) for f in files)
+        best_cpu = min(best_cpu, time.process_time() - cpu)
+        best_wall = min(best_wall, time.perf_counter() - wall)
+    return len(files), lines, findings, best_cpu, best_wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m radixgate.bench.lint", description=__doc__.splitlines()[0])
+    parser.add_argument("--lines", type=int, default=100_000, help="size of the generated corpus")
+    parser.add_argument("--paths", nargs="+", help="lint these instead of a generated corpus")
+    parser.add_argument("--repeat", type=int, default=3, help="report the best of N runs")
+    args = parser.parse_args(argv)
+    tune_gc()
+    with tempfile.TemporaryDirectory(prefix="promptlint_bench_") as tmp:
+        if args.paths:
+            paths = args.paths
+        else:
+            generate(Path(tmp), args.lines)
+            paths = [tmp]
+        files, lines, findings, cpu, wall = bench(paths, args.repeat)
+    print(
+        f"{files} files, {lines:,} lines, {findings:,} findings; best of {args.repeat}: "
+        f"{cpu:.2f} s CPU, {wall:.2f} s wall, one core"
+    )
+    print(f"{lines / cpu:,.0f} lines/s (CPU time), {lines / wall:,.0f} lines/s (wall time)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""HiCache: the controller that moves KV between the device pool, the host pool and the disk store.
+
+Where a cached token's KV lives (a radix node's `value` is its device slots, `host_value` its host slots):
+
+| tier   | holds                               | enters when                           | leaves when             |
+|--------|-------------------------------------|---------------------------------------|-------------------------|
+| device | nodes with `value` (a top subtree)  | computed, or loaded back for a request | device LRU (demoted)    |
+| host   | nodes with `host_value`             | backed up (policy) or demoted          | host LRU eviction       |
+| disk   | blocks keyed by chained prefix hash | written (policy) on a background thread | disk LRU over its bytes |
+
+Write policies (as in SGLang):
+- `write_through`: a node is backed up to host, and its blocks to disk, when it is inserted.
+- `write_through_selective`: backed up (host and disk) once a request hits it; a node never hit is
+  dropped from the device without a host copy.
+- `write_back`: a node goes to host only when the device evicts it, and to disk only when the host does.
+
+Load-back: a request's prefix found on host or disk is copied into pages the request allocates, as
+if it had computed them; inserting them into the tree afterwards turns host-only nodes back into
+device nodes. Disk blocks are read on a prefetch thread while other requests run; the request
+waits in the queue until its blocks are in memory. Host-only nodes on a matched path are
+host-locked (`host_lock_ref`) from the match until their KV has been copied, so that the evictions
+made to find room for the copy cannot take them.
+
+Host eviction takes least-recently-used candidates: a host copy of a node still on the device (the
+copy is dropped), or a host-only node without children (the node leaves the tree).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+
+import torch
+
+from ..config import HICACHE_WRITE_POLICIES, EngineConfig
+from ..kvcache.kv_pool import KVPool
+from ..kvcache.radix_cache import RadixCache, TreeNode
+from .disk_io import DiskIO, DiskLoad
+from .disk_store import DiskStore
+from .host_pool import HostPool
+
+DISK_BLOCK_TOKENS = 64  # a multiple of every page size; 128 KiB files for the tiny model
+
+
+class HiCache:
+    def __init__(self, device: KVPool, host: HostPool, disk_io: DiskIO | None, write_policy: str):
+        assert write_policy in HICACHE_WRITE_POLICIES, write_policy
+        self.device = device
+        self.host = host
+        self.disk_io = disk_io
+        self.write_policy = write_policy
+        self.tree: RadixCache | None = None
+        self._heap: list[tuple[int, int, TreeNode]] = []  # host LRU, lazily invalidated
+        self._seq = itertools.count()
+        self.num_host_backup_tokens = 0
+        self.num_host_loaded_tokens = 0
+        self.num_disk_loaded_tokens = 0
+
+    def attach(self, tree: RadixCache) -> None:
+        self.tree = tree
+        tree.demote = self._demote
+        tree.free_host_slots = self.host.free
+
+    # ---- device -> host -----------------------------------------------------------------------
+    def _demote(self, node: TreeNode) -> bool:
+        """Device eviction hook: True keeps the node in the tree as host-only."""
+        if node.host_value is not None:
+            return True
+        if self.write_policy == "write_through_selective":
+            return False
+        return self._copy_to_host(node)
+
+    def _copy_to_host(self, node: TreeNode) -> bool:
+        n = len(node.key)
+        if not self.host.can_allocate(n):
+            self.evict_host(n - self.host.available_tokens)
+            if not self.host.can_allocate(n):
+                return False
+        slots = self.host.allocate(n)
+        ks, vs = self.device.read(torch.tensor(node.value, dtype=torch.int64, device=self.device.device))
+        self.host.write(slots, ks, vs)
+        self.tree.set_host_value(node, slots)
+        self.num_host_backup_tokens += n
+        self._push(node)
+        return True
+
+    def backup(self, node: TreeNode) -> None:
+        """Backs up the device nodes on the path to `node` (host) and its full blocks (disk)."""
+        for n in self.tree.path_to(node):
+            if n.value is not None and n.host_value is None:
+                self._copy_to_host(n)
+        self.write_disk(node)
+
+    def on_insert(self, node: TreeNode) -> None:
+        if self.write_policy == "write_through":
+            self.backup(node)
+
+    def on_hit(self, node: TreeNode | None) -> None:
+        if self.write_policy == "write_through_selective" and node is not None and node.parent is not None:
+            self.backup(node)
+
+    # ---- host eviction ------------------------------------------------------------------------
+    def _push(self, node: TreeNode) -> None:
+        heapq.heappush(self._heap, (node.last_access, next(self._seq), node))
+        if len(self._heap) > 4 * self.tree.num_nodes + 64:
+            live = {id(e[2]): e for e in self._heap if self._is_host_evictable(e[2])}
+            self._heap = list(live.values())
+            heapq.heapify(self._heap)
+
+    @staticmethod
+    def _is_host_evictable(node: TreeNode) -> bool:
+        return (
+            not node.is_evicted
+            and node.host_value is not None
+            and node.host_lock_ref == 0
+            and (node.value is not None or not node.children)
+        )
+
+    def evict_host(self, num_tokens: int) -> int:
+        """Frees LRU host copies until `num_tokens` are freed or nothing is evictable."""
+        freed = 0
+        while freed < num_tokens and self._heap:
+            access, _, node = heapq.heappop(self._heap)
+            if not self._is_host_evictable(node):
+                continue
+            if access != node.last_access:  # touched since pushed: requeue at its new age
+                self._push(node)
+                continue
+            freed += len(node.key)
+            if node.value is not None:
+                self.tree.drop_host_value(node)
+                continue
+            if self.write_policy == "write_back":
+                self.write_disk(node)
+            parent = node.parent
+            self.tree.remove_subtree(node)
+            if self._is_host_evictable(parent) and parent.parent is not None:
+                self._push(parent)
+        return freed
+
+    def lock_host(self, node: TreeNode | None) -> None:
+        while node is not None and node.parent is not None:
+            node.host_lock_ref += 1
+            node = node.parent
+
+    def unlock_host(self, node: TreeNode | None) -> None:
+        while node is not None and node.parent is not None:
+            assert node.host_lock_ref > 0, "unlock_host on a node that is not host-locked"
+            node.host_lock_ref -= 1
+            if node.host_lock_ref == 0 and self._is_host_evictable(node):
+                self._push(node)
+            node = node.parent
+
+    # ---- load-back ----------------------------------------------------------------------------
+    def load(self, dst_slots: list[int], host_slots: list[int], disk: DiskLoad | None) -> None:
+        """Copies host KV, then disk KV, into device slots `dst_slots` (in that order)."""
+        h = len(host_slots)
+        dev = self.device.device
+        if h:
+            ks, vs = self.host.read(host_slots)
+            idx = torch.tensor(dst_slots[:h], dtype=torch.int64, device=dev)
+            # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
+            self.device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
+            self.num_host_loaded_tokens += h
+        if disk is not None and disk.num_tokens:
+            k = torch.cat([b[0] for b in disk.blocks], dim=1)[:, disk.offset : disk.offset + disk.num_tokens]
+            v = torch.cat([b[1] for b in disk.blocks], dim=1)[:, disk.offset : disk.offset + disk.num_tokens]
+            idx = torch.tensor(dst_slots[h : h + disk.num_tokens], dtype=torch.int64, device=dev)
+            self.device.write(idx, [x.to(dev) for x in k.unbind(0)], [x.to(dev) for x in v.unbind(0)])
+            self.num_disk_loaded_tokens += disk.num_tokens
+
+    # ---- disk ---------------------------------------------------------------------------------
+    @property
+    def disk(self) -> DiskStore | None:
+        return self.disk_io.ready_store if self.disk_io is not None else None
+
+    def match_disk(self, rid: str, tokens, namespace, num_in_memory: int) -> DiskLoad | bool | None:
+        """See `DiskIO.match`; None without a disk tier."""
+        return self.disk_io.match(rid, tokens, namespace, num_in_memory) if self.disk_io is not None else None
+
+    def write_disk(self, node: TreeNode) -> None:
+        """Queues the full blocks of the path root..node that the disk lacks."""
+        if self.disk_io is not None:
+            self.disk_io.write_path(self.tree.path_to(node), self.tree.namespace_of(node))
+
+    def wait_prefetch(self, timeout: float) -> None:
+        if self.disk_io is not None:
+            self.disk_io.wait(timeout)
+
+    def forget(self, rid: str) -> None:
+        if self.disk_io is not None:
+            self.disk_io.forget(rid)
+
+    def drain(self) -> None:
+        """Waits for every background disk read and write to finish."""
+        if self.disk_io is not None:
+            self.disk_io.drain()
+
+    # ---- lifecycle and checks -----------------------------------------------------------------
+    def check_idle_invariant(self) -> None:
+        """Host: free + held by tree nodes == capacity, no host lock; disk: nothing in flight, index
+        matches the files."""
+        tree = self.tree
+        assert tree.host_size + self.host.available_tokens == self.host.capacity, (
+            f"host KV leak: available {self.host.available_tokens} + in tree {tree.host_size} "
+            f"!= capacity {self.host.capacity}"
+        )
+        nodes = list(tree.iter_nodes())
+        assert sum(len(n.key) for n in nodes if n.host_value is not None) == tree.host_size, (
+            "host_size disagrees with the tree"
+        )
+        assert not [n for n in nodes if n.host_lock_ref], "radix nodes still host-locked while idle"
+        assert all(n.value is not None or n.host_value is not None for n in nodes), "a node with no KV anywhere"
+        if self.disk_io is not None:
+            self.disk_io.check_idle()
+
+    def stats(self, device_used_tokens: int) -> dict[str, object]:
+        """Per-tier figures for `Engine.stats()` (token counters are totals since start)."""
+        disk = self.disk_io.disk_store if self.disk_io is not None else None
+        return {
+            "hicache_write_policy": self.write_policy,
+            "hicache_bytes_used_device": device_used_tokens * self.host.bytes_per_token,
+            "hicache_host_capacity_tokens": self.host.capacity,
+            "hicache_host_used_tokens": self.tree.host_size,
+            "hicache_bytes_used_host": self.tree.host_size * self.host.bytes_per_token,
+            "hicache_bytes_used_disk": disk.bytes_used if disk else 0,
+            "hicache_disk_capacity_bytes": disk.capacity_bytes if disk else 0,
+            "hicache_disk_entries": len(disk) if disk else 0,
+            "hicache_loaded_tokens_host": self.num_host_loaded_tokens,
+            "hicache_loaded_tokens_disk": self.num_disk_loaded_tokens,
+            "hicache_backup_tokens_host": self.num_host_backup_tokens,
+            "hicache_backup_tokens_disk": self.disk_io.num_backup_tokens if self.disk_io else 0,
+            "hicache_disk_read_failures": disk.num_read_failures if disk else 0,
+            "hicache_disk_write_failures": self.disk_io.num_write_failures if self.disk_io else 0,
+        }
+
+    def close(self) -> None:
+        if self.disk_io is not None:
+            self.disk_io.close()
+
+
+def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCache:
+    """The host tier sized by `hicache_size` (GB) or `hicache_ratio` x the device pool, and the
+    disk tier in `hicache_storage_dir` (if given) with a `hicache_storage_size` GB budget."""
+    ps = config.page_size
+    host_bytes_per_token = sum(b[0].numel() * b.element_size() for b in pool.k_buffers + pool.v_buffers)
+    if config.hicache_size > 0:
+        num_tokens = int(config.hicache_size * 1e9) // host_bytes_per_token
+    else:
+        num_tokens = int(config.hicache_ratio * pool.num_slots)
+    host = HostPool(max(1, num_tokens // ps), ps, pool)
+    disk_io = None
+    if config.hicache_storage_dir:
+        buf = pool.k_buffers[0]
+        store = DiskStore(
+            config.hicache_storage_dir,
+            int(config.hicache_storage_size * 1e9),
+            "",
+            DISK_BLOCK_TOKENS,
+            buf.dtype,
+            tuple(buf.shape[1:]),
+            pool.num_layers,
+        )
+        disk_io = DiskIO(store, pool, host, model_path)
+    return HiCache(pool, host, disk_io, config.hicache_write_policy)

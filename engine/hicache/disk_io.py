@@ -1,0 +1,216 @@
+"""The disk tier's background work for HiCache: prefetching blocks for waiting requests on a reader
+thread and writing blocks behind the engine loop on a writer thread.
+
+The engine thread calls everything here except `_read_blocks` / `_write_block`. KV to be written is
+copied out of the pools on the engine thread first, so no pool page is held while a write waits;
+read blocks stay in CPU memory until the request they were read for is admitted or leaves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import threading
+from collections.abc import Hashable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+import torch
+
+from ..kvcache.kv_pool import KVPool
+from ..kvcache.radix_cache import TreeNode
+from .disk_store import DiskStore
+from .host_pool import HostPool
+
+
+@dataclass
+class DiskLoad:
+    """Blocks read for a request, holding its prompt tokens [start, start + num_tokens), where
+    start is `offset` tokens into the first block (the part before is already in memory)."""
+
+    blocks: list[tuple[torch.Tensor, torch.Tensor]]  # (k, v): [num_layers, block_size, ...] each
+    offset: int
+    num_tokens: int
+
+
+@dataclass
+class _Prefetch:
+    first_block: int
+    future: Future
+
+
+class DiskIO:
+    def __init__(self, store: DiskStore, device: KVPool, host: HostPool, model_path: str):
+        self.disk_store = store
+        self.device = device
+        self.host = host
+        self._model_path = model_path
+        self._prefetches: dict[str, _Prefetch] = {}
+        self._keys: dict[str, tuple[int, list[str]]] = {}  # rid -> (num tokens, block keys)
+        self._pending_writes: set[str] = set()
+        self._futures: list[Future] = []
+        self._lock = threading.Lock()
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-prefetch")
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-write")
+        self.num_backup_tokens = 0
+        self.num_write_failures = 0
+
+    @property
+    def ready_store(self) -> DiskStore | None:
+        """The store, once the KV layout is final: an FP8 pool that calibrates its scales on its
+        first batch has no stable fingerprint before that batch, so its disk tier starts after it."""
+        store = self.disk_store
+        if not store.fingerprint:
+            if any(getattr(self.device, "_needs_scales", ())):
+                return None
+            store.fingerprint = kv_fingerprint(self._model_path, self.device)
+        return store
+
+    # ---- reads --------------------------------------------------------------------------------
+    def match(self, rid: str, tokens: Sequence[int], namespace: Hashable, num_in_memory: int) -> DiskLoad | bool | None:
+        """The disk part of a prefix past the `num_in_memory` tokens found on device and host:
+        a DiskLoad once its blocks are read, True while they are being read (the request waits),
+        None when the disk has nothing more."""
+        store = self.ready_store
+        if store is None:
+            return None
+        bs = store.block_size
+        cached = self._keys.get(rid)
+        if cached is None or cached[0] != len(tokens):
+            cached = self._keys[rid] = (len(tokens), store.block_keys(list(tokens), namespace))
+        keys = cached[1]
+        num_blocks = store.num_cached_blocks(keys)
+        p = self._prefetches.get(rid)
+        if p is None:
+            if num_blocks * bs <= num_in_memory:
+                return None
+            first = num_in_memory // bs
+            future = self._reader.submit(self._read_blocks, keys[first:num_blocks])
+            self._track(future)
+            self._prefetches[rid] = _Prefetch(first, future)
+            return True
+        if not p.future.done():
+            return True
+        blocks = p.future.result()
+        start = p.first_block * bs
+        end = start + len(blocks) * bs
+        if start > num_in_memory or end <= num_in_memory:
+            return None
+        return DiskLoad(blocks, num_in_memory - start, end - num_in_memory)
+
+    def _read_blocks(self, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        blocks = []
+        for key in keys:
+            block = self.disk_store.get(key)
+            if block is None:
+                break  # a prefix cannot skip a block: the rest is recomputed
+            blocks.append(block)
+        return blocks
+
+    def wait(self, timeout: float) -> None:
+        """Blocks until some prefetch finishes (or `timeout`): what the loop does when nothing else
+        can run, instead of spinning."""
+        pending = [p.future for p in self._prefetches.values() if not p.future.done()]
+        if pending:
+            wait(pending, timeout=timeout, return_when="FIRST_COMPLETED")
+
+    def forget(self, rid: str) -> None:
+        """The request was admitted, finished or aborted: drops its prefetch and keys."""
+        self._prefetches.pop(rid, None)
+        self._keys.pop(rid, None)
+
+    # ---- writes -------------------------------------------------------------------------------
+    def write_path(self, path: list[TreeNode], namespace: Hashable) -> None:
+        """Queues the full blocks of the tokens along `path` (root first) that the disk lacks."""
+        store = self.ready_store
+        if store is None:
+            return
+        keys = store.block_keys([t for n in path for t in n.key], namespace)
+        todo = [j for j, key in enumerate(keys) if key not in self._pending_writes and key not in store]
+        if not todo:
+            return
+        where = [(n.value is not None, s) for n in path for s in (n.value if n.value is not None else n.host_value)]
+        bs = store.block_size
+        for j in todo:
+            k, v = self._gather(where[j * bs : (j + 1) * bs])
+            self._pending_writes.add(keys[j])
+            self._track(self._writer.submit(self._write_block, keys[j], k, v))
+
+    def _gather(self, where: list[tuple[bool, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """KV of tokens on the device (True) or the host (False): k, v [num_layers, n, ...] on the CPU."""
+        ks: list[list[torch.Tensor]] = []
+        vs: list[list[torch.Tensor]] = []
+        for on_device, run in itertools.groupby(where, key=lambda w: w[0]):
+            slots = [s for _, s in run]
+            if on_device:
+                k, v = self.device.read(torch.tensor(slots, dtype=torch.int64, device=self.device.device))
+            else:
+                k, v = self.host.read(slots)
+            ks.append([x.cpu() for x in k])
+            vs.append([x.cpu() for x in v])
+        return (
+            torch.stack([torch.cat(layer) for layer in zip(*ks, strict=False)]),
+            torch.stack([torch.cat(layer) for layer in zip(*vs, strict=False)]),
+        )
+
+    def _write_block(self, key: str, k: torch.Tensor, v: torch.Tensor) -> None:
+        try:
+            self.disk_store.put(key, k, v)
+            self.num_backup_tokens += self.disk_store.block_size
+        except OSError:
+            self.num_write_failures += 1  # a full or read-only disk costs hits, never answers
+        finally:
+            with self._lock:
+                self._pending_writes.discard(key)
+
+    def _track(self, future: Future) -> None:
+        with self._lock:
+            self._futures = [f for f in self._futures if not f.done()] + [future]
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def drain(self, timeout: float = 30.0) -> None:
+        """Waits for every background read and write to finish."""
+        with self._lock:
+            futures = list(self._futures)
+        _, not_done = wait(futures, timeout=timeout)
+        assert not not_done, f"{len(not_done)} HiCache disk operations still running after {timeout}s"
+
+    def check_idle(self) -> None:
+        assert not self._prefetches, f"{len(self._prefetches)} disk prefetches held while idle"
+        self.drain()
+        assert not self._pending_writes, "disk writes still pending while idle"
+        # Engines started later on the same directory (a restart within one process) add files.
+        self.disk_store.check_consistency(sole_writer=False)
+
+    def close(self) -> None:
+        """Finishes queued writes (so a restart finds them) and stops the threads."""
+        self._reader.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
+
+
+def kv_fingerprint(model_path: str, pool: KVPool) -> str:
+    """Identifies the model and the KV layout, so the disk never serves another model's KV (or KV in
+    another dtype or scale): config.json, the weight files' sizes and edges, the pool's layout."""
+    h = hashlib.sha256()
+    with open(os.path.join(model_path, "config.json"), "rb") as f:
+        h.update(f.read())
+    for name in sorted(os.listdir(model_path)):
+        if name.endswith(".safetensors"):
+            path = os.path.join(model_path, name)
+            size = os.path.getsize(path)
+            with open(path, "rb") as f:
+                head = f.read(1 << 20)
+                f.seek(max(0, size - (1 << 20)))
+                tail = f.read()
+            h.update(f"{name}:{size}".encode() + hashlib.sha256(head + tail).digest())
+    layout = {
+        "dtype": str(pool.k_buffers[0].dtype),
+        "shape": list(pool.k_buffers[0].shape[1:]),
+        "layers": pool.num_layers,
+        "k_scales": [float(s) for s in pool.k_scales],
+        "v_scales": [float(s) for s in pool.v_scales],
+    }
+    h.update(json.dumps(layout, sort_keys=True).encode())
+    return h.hexdigest()

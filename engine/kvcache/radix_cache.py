@@ -1,0 +1,363 @@
+"""Radix tree over token ids whose values are KV slots: any shared prefix is stored once.
+
+Contract
+- `match_prefix(key, namespace)` returns the slots of the longest cached prefix of `key` (page-aligned)
+  and the node that ends it. The slots stay valid only while that node is locked (`inc_lock_ref`):
+  an unlocked node may be evicted by the next `evict` call.
+- `insert(key, slots, namespace)` stores `key -> slots` and returns how many leading tokens were
+  already cached. The tree takes ownership of slots past that point; slots of the already-cached
+  part stay the caller's to free (they duplicate KV the tree already holds).
+- `inc_lock_ref(node)` / `dec_lock_ref(node)` protect / release a node and all its ancestors.
+- `evict(num_tokens)` frees least-recently-used unlocked leaves until `num_tokens` are freed or
+  nothing evictable remains.
+- Namespaces (a tenant's cache salt, an extra key) have separate roots: they never share nodes.
+
+Tiers (HiCache, `hicache.py`): `value` is a node's device slots, or None once the device evicted
+it; `host_value` its host slots, or None. Device nodes form a top subtree (a device node's parent
+is on the device). `match` reports the device part and the host-only part after it; `insert` over a
+host-only node adopts the given slots (the caller loaded or recomputed that KV), so that part does
+not count as cached. With a `demote` hook, device eviction keeps a node the hook copied to the
+host; otherwise the node leaves, with any host-only nodes below it.
+
+Token accounting (every cached token is in exactly one column):
+
+| column          | what it holds                                   | changes when                      |
+|-----------------|-------------------------------------------------|-----------------------------------|
+| evictable_size  | tokens in nodes with lock_ref == 0              | insert (+), evict (-), unlock (+) |
+| protected_size  | tokens in nodes with lock_ref > 0               | lock (+, from evictable), unlock  |
+| host_size       | tokens with a host copy (a separate pool)       | host copy set (+) or dropped (-)  |
+
+Only nodes on the device count in evictable/protected; a locked node is always on the device.
+
+With the allocator's free tokens and the running requests' own tokens these add up to the pool.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+_COMPARE_BLOCK = 64
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the common prefix of two token lists; compares in blocks so long matches stay in C."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    i = 0
+    while i < n and a[i : i + _COMPARE_BLOCK] == b[i : i + _COMPARE_BLOCK]:
+        i += _COMPARE_BLOCK
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class TreeNode:
+    __slots__ = (
+        "key",
+        "value",
+        "children",
+        "parent",
+        "depth",
+        "lock_ref",
+        "last_access",
+        "hit_count",
+        "is_evicted",
+        "host_value",
+        "host_lock_ref",
+        "namespace",
+    )
+
+    def __init__(self, key: tuple[int, ...], value: tuple[int, ...], parent: TreeNode | None):
+        # Tuples, not lists: the garbage collector stops tracking tuples of ints, so a large tree
+        # costs nothing at collection time (lists of ints were traversed element by element).
+        self.key = key  # token ids on the edge from parent to this node
+        self.value = value  # device KV slots of those tokens, same length; None if evicted to host
+        self.host_value: tuple[int, ...] | None = None  # host KV slots (HiCache), same length
+        self.host_lock_ref = 0  # > 0 while a request is about to load the host copy back
+        self.namespace: Hashable = None  # set on roots
+        self.children: dict[Hashable, TreeNode] = {}
+        self.parent = parent
+        self.depth = (parent.depth if parent is not None else 0) + len(key)  # tokens from the root
+        self.lock_ref = 0
+        self.last_access = 0
+        self.hit_count = 0
+        self.is_evicted = False
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass
+class PrefixMatch:
+    """`device_slots` end at `node`, the deepest node on the device; `host_slots` follow them and
+    end at `host_node` (None when the host adds nothing)."""
+
+    device_slots: list[int]
+    node: TreeNode
+    host_slots: list[int] = field(default_factory=list)
+    host_node: TreeNode | None = None
+
+
+class RadixCache:
+    def __init__(self, page_size: int, free_slots: Callable[[Sequence[int]], None]):
+        self.page_size = page_size
+        self._free_slots = free_slots
+        self.demote: Callable[[TreeNode], bool] | None = None  # HiCache: True keeps an evicted node on host
+        self.free_host_slots: Callable[[Sequence[int]], None] | None = None
+        self.roots: dict[Hashable, TreeNode] = {}
+        self.evictable_size = 0
+        self.protected_size = 0
+        self.host_size = 0
+        self.num_nodes = 0
+        self._clock = itertools.count(1)
+        self._heap: list[tuple[int, int, TreeNode]] = []  # (last_access, seq, leaf), lazily invalidated
+        self._seq = itertools.count()
+
+    # ---- lookup -------------------------------------------------------------------------------
+    def _child_key(self, key: tuple[int, ...], start: int = 0) -> Hashable:
+        return key[start] if self.page_size == 1 else key[start : start + self.page_size]
+
+    def root(self, namespace: Hashable = None) -> TreeNode:
+        node = self.roots.get(namespace)
+        if node is None:
+            node = self.roots[namespace] = TreeNode((), (), None)
+            node.lock_ref = 1  # a root is never evicted
+            node.namespace = namespace
+        return node
+
+    def _page_align(self, n: int) -> int:
+        return n - n % self.page_size
+
+    def match_prefix(self, key: Sequence[int], namespace: Hashable = None) -> tuple[list[int], TreeNode]:
+        """The device part of `match`: (slots, the node ending them)."""
+        m = self.match(key, namespace)
+        return m.device_slots, m.node
+
+    def match(self, key: Sequence[int], namespace: Hashable = None) -> PrefixMatch:
+        key = tuple(key)
+        node = self.root(namespace)
+        now = next(self._clock)
+        node.last_access = now
+        m = PrefixMatch([], node)
+        pos, end = 0, self._page_align(len(key))
+        while pos < end:
+            child = node.children.get(self._child_key(key, pos))
+            if child is None:
+                break
+            n = self._page_align(common_prefix_len(child.key, key[pos : pos + len(child.key)]))
+            if n < len(child.key):
+                child = self._split(child, n)
+            child.last_access = now
+            child.hit_count += 1
+            if child.value is not None:
+                m.device_slots.extend(child.value)
+                m.node = child
+            else:
+                m.host_slots.extend(child.host_value)
+                m.host_node = child
+            node, pos = child, pos + n
+        if self._is_evictable_leaf(m.node):
+            self._push(m.node)
+        return m
+
+    def _split(self, child: TreeNode, n: int) -> TreeNode:
+        """Cut `child` after n tokens; returns the new upper node (which keeps child's lock count)."""
+        value = None if child.value is None else child.value[:n]
+        upper = TreeNode(child.key[:n], value, child.parent)  # depth: parent's + n
+        upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
+        upper.host_lock_ref = child.host_lock_ref
+        upper.parent.children[self._child_key(upper.key)] = upper
+        child.key, child.parent = child.key[n:], upper
+        if child.value is not None:
+            child.value = child.value[n:]
+        if child.host_value is not None:
+            upper.host_value, child.host_value = child.host_value[:n], child.host_value[n:]
+        upper.children[self._child_key(child.key)] = child
+        self.num_nodes += 1
+        return upper
+
+    # ---- insert -------------------------------------------------------------------------------
+    def insert(
+        self, key: Sequence[int], slots: Sequence[int], namespace: Hashable = None, start: TreeNode | None = None
+    ) -> int:
+        """Returns the number of leading tokens that were already cached on the device (page-aligned);
+        the tree owns every slot past that point (a host-only node on the way adopts its slots).
+
+        `start`, when given, is a node known to end a prefix of `key` (one a request matched and
+        still holds locked): the walk resumes there instead of comparing that prefix again."""
+        key = tuple(key)
+        end = self._page_align(len(key))
+        assert len(slots) >= end, "every inserted token needs a slot"
+        now = next(self._clock)
+        if start is not None and not start.is_evicted and start.depth <= end:
+            node, pos = start, start.depth
+            assert key[pos - len(node.key[-1:]) : pos] == node.key[-1:], "start does not end a prefix of key"
+        else:
+            node, pos = self.root(namespace), 0
+        existing = pos
+        while pos < end:
+            child = node.children.get(self._child_key(key, pos))
+            if child is None:
+                new = TreeNode(key[pos:end], tuple(slots[pos:end]), node)
+                new.last_access = now
+                node.children[self._child_key(new.key)] = new
+                self.num_nodes += 1
+                self.evictable_size += end - pos
+                self._push(new)
+                return existing
+            n = self._page_align(common_prefix_len(child.key, key[pos : pos + len(child.key)]))
+            if n < len(child.key):
+                child = self._split(child, n)
+            child.last_access = now
+            if child.value is None:
+                assert child.lock_ref == 0, "a node off the device cannot be locked"
+                child.value = tuple(slots[pos : pos + n])
+                self.evictable_size += n
+            else:
+                assert existing == pos, "a device node below a host-only node"
+                existing = pos + n
+            node, pos = child, pos + n
+        if self._is_evictable_leaf(node):
+            self._push(node)
+        return existing
+
+    # ---- locking ------------------------------------------------------------------------------
+    def inc_lock_ref(self, node: TreeNode) -> None:
+        while node.parent is not None:
+            if node.lock_ref == 0:
+                self.evictable_size -= len(node.key)
+                self.protected_size += len(node.key)
+            node.lock_ref += 1
+            node = node.parent
+
+    def dec_lock_ref(self, node: TreeNode) -> None:
+        if node.lock_ref == 1 and self._is_device_leaf(node):
+            self._push(node)
+        while node.parent is not None:
+            assert node.lock_ref > 0, "dec_lock_ref on an unlocked node"
+            if node.lock_ref == 1:
+                self.evictable_size += len(node.key)
+                self.protected_size -= len(node.key)
+            node.lock_ref -= 1
+            node = node.parent
+
+    # ---- eviction -----------------------------------------------------------------------------
+    def _push(self, node: TreeNode) -> None:
+        heapq.heappush(self._heap, (node.last_access, next(self._seq), node))
+        if len(self._heap) > 4 * self.num_nodes + 64:
+            self._compact_heap()
+
+    def _compact_heap(self) -> None:
+        live = {}
+        for entry in self._heap:
+            node = entry[2]
+            if self._is_evictable_leaf(node) and entry[0] == node.last_access:
+                live[id(node)] = entry
+        self._heap = list(live.values())
+        heapq.heapify(self._heap)
+
+    def _is_device_leaf(self, node: TreeNode) -> bool:
+        """On the device with no child on the device (device nodes form a top subtree). Without a
+        host tier every node is on the device, so this is an ordinary leaf test."""
+        if node.value is None or node.parent is None or node.is_evicted:
+            return False
+        if self.demote is None:
+            return not node.children
+        return all(c.value is None for c in node.children.values())
+
+    def _is_evictable_leaf(self, node: TreeNode) -> bool:
+        return node.lock_ref == 0 and self._is_device_leaf(node)
+
+    def evict(self, num_tokens: int) -> int:
+        """Frees LRU unlocked device leaves until at least num_tokens are freed; returns tokens freed.
+        A leaf that the `demote` hook copied to the host stays in the tree, host-only."""
+        freed = 0
+        while freed < num_tokens and self._heap:
+            access, _, node = heapq.heappop(self._heap)
+            if not self._is_evictable_leaf(node) or access != node.last_access:
+                continue  # stale entry: the node was touched, locked, split or grew children
+            freed += len(node.key)
+            self.evictable_size -= len(node.key)
+            keep = self.demote is not None and self.demote(node)
+            self._free_slots(node.value)
+            node.value = None
+            if not keep:
+                self.remove_subtree(node)
+            parent = node.parent
+            if self._is_evictable_leaf(parent):
+                self._push(parent)
+        return freed
+
+    def remove_subtree(self, node: TreeNode) -> None:
+        """Takes an off-device node out of the tree, with the host copies below it."""
+        del node.parent.children[self._child_key(node.key)]
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            assert n.value is None and n.host_lock_ref == 0, "removing a node on the device or in use"
+            stack.extend(n.children.values())
+            if n.host_value is not None:
+                self.drop_host_value(n)
+            n.is_evicted = True
+            self.num_nodes -= 1
+
+    # ---- host copies (HiCache) ----------------------------------------------------------------
+    def set_host_value(self, node: TreeNode, host_slots: Sequence[int]) -> None:
+        assert node.host_value is None and len(host_slots) == len(node.key)
+        node.host_value = tuple(host_slots)
+        self.host_size += len(host_slots)
+
+    def drop_host_value(self, node: TreeNode) -> None:
+        self.free_host_slots(node.host_value)
+        self.host_size -= len(node.host_value)
+        node.host_value = None
+
+    @staticmethod
+    def path_to(node: TreeNode) -> list[TreeNode]:
+        """The nodes from below the root down to `node`."""
+        path = []
+        while node.parent is not None:
+            path.append(node)
+            node = node.parent
+        return path[::-1]
+
+    @staticmethod
+    def namespace_of(node: TreeNode) -> Hashable:
+        while node.parent is not None:
+            node = node.parent
+        return node.namespace
+
+    def reset(self) -> None:
+        """Drops every node, freeing their slots. Only valid when no node is locked."""
+        assert self.protected_size == 0, "reset while requests hold cached prefixes"
+        for root in self.roots.values():
+            stack = list(root.children.values())
+            while stack:
+                node = stack.pop()
+                stack.extend(node.children.values())
+                if node.value is not None:
+                    self._free_slots(node.value)
+                if node.host_value is not None:
+                    self.drop_host_value(node)
+                node.is_evicted = True
+        self.roots.clear()
+        self._heap.clear()
+        self.evictable_size = self.protected_size = self.num_nodes = 0
+
+    # ---- introspection ------------------------------------------------------------------------
+    def iter_nodes(self):
+        for root in self.roots.values():
+            stack = list(root.children.values())
+            while stack:
+                node = stack.pop()
+                stack.extend(node.children.values())
+                yield node
+
+    def total_size(self) -> int:
+        """Tokens on the device."""
+        return sum(len(n.key) for n in self.iter_nodes() if n.value is not None)

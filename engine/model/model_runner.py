@@ -1,0 +1,64 @@
+"""Turns a scheduled batch into tensors, runs the model, returns logits of the sampled positions."""
+
+from __future__ import annotations
+
+import torch
+
+from ..kernels.cascade_attention import plan_cascade
+from ..kvcache.kv_pool import KVPool
+from ..kvcache.slot_table import SlotTable
+from ..models.llama import LlamaForCausalLM
+from ..scheduler.scheduler import Batch
+from .attention import ForwardContext, create_backend
+
+
+class ModelRunner:
+    def __init__(self, model: LlamaForCausalLM, pool: KVPool, slot_table: SlotTable, attention_backend: str):
+        self.model = model
+        self.pool = pool
+        self.slot_table = slot_table
+        self.device = pool.device
+        self.backend = create_backend(attention_backend, pool)
+        self.num_forward_tokens = 0  # tokens run through the model since start (prefill + decode)
+        self.num_prefill_tokens = 0
+
+    def _tensor(self, data: list[int]) -> torch.Tensor:
+        return torch.tensor(data, dtype=torch.int64, device=self.device)
+
+    @torch.inference_mode()
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, list]:
+        """Returns (logits [n, vocab], the n requests they belong to): one row per request whose
+        computed tokens reach its last token this step (a mid-prompt chunk samples nothing)."""
+        reqs = batch.reqs
+        rows = self._tensor([r.pool_row for r in reqs])
+        starts = [r.num_computed for r in reqs]
+        ext = [r.extend_len for r in reqs]
+        kv_lens = self._tensor([s + e for s, e in zip(starts, ext, strict=False)])
+        kv_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)
+        kv_indptr[1:] = kv_lens.cumsum(0)
+        max_len = int(kv_lens.max())
+        table = self.slot_table.table[rows, :max_len]  # [B, max_len]
+        kv_indices = table[torch.arange(max_len, device=self.device)[None, :] < kv_lens[:, None]]
+        if batch.is_decode:
+            input_ids = self._tensor([r.fill_ids[-1] for r in reqs])
+            positions = self._tensor(starts)
+            qo_indptr = torch.arange(len(reqs) + 1, dtype=torch.int64, device=self.device)
+        else:
+            ids: list[int] = []
+            pos: list[int] = []
+            for r, s, e in zip(reqs, starts, ext, strict=False):
+                ids += r.fill_ids[s : s + e]
+                pos += range(s, s + e)
+            input_ids, positions = self._tensor(ids), self._tensor(pos)
+            qo_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)
+            qo_indptr[1:] = self._tensor(ext).cumsum(0)
+            self.num_prefill_tokens += len(ids)
+        out_slots = self.slot_table.table[rows.repeat_interleave(self._tensor(ext)), positions]
+        sampled = [i for i, (r, s, e) in enumerate(zip(reqs, starts, ext, strict=False)) if s + e == r.num_tokens]
+        sample_indices = qo_indptr[1:][sampled] - 1
+        ctx = ForwardContext(self.backend, batch.is_decode, out_slots, qo_indptr, kv_indptr, kv_indices)
+        if batch.is_decode and len(reqs) > 1 and self.backend.cascade_decode_attention is not None:
+            ctx.cascade = plan_cascade([r.last_node for r in reqs], kv_lens.tolist(), table)
+        logits = self.model(input_ids, positions, ctx, sample_indices)
+        self.num_forward_tokens += int(input_ids.numel())
+        return logits, [reqs[i] for i in sampled]

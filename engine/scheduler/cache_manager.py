@@ -1,0 +1,239 @@
+"""A request's KV bookkeeping: match its prefix, give it slots, hand its KV to the radix cache.
+
+Every pool token is in exactly one place:
+
+| place                 | counted in                    | moves out when                              |
+|-----------------------|-------------------------------|---------------------------------------------|
+| free                  | allocator.available_tokens    | a request allocates pages                   |
+| a running request     | (capacity - the other three)  | it is cached (tree) or released (free)      |
+| tree, unlocked        | cache.evictable_size          | locked by a match, or evicted (free)        |
+| tree, locked          | cache.protected_size          | the last request holding it releases it     |
+
+Idle (no running request): available + evictable + protected == capacity, nothing locked.
+With HiCache the host and disk tiers keep their own books (see `hicache.py`), checked here too.
+
+A prefix found on host or disk is loaded back at admission into pages the request allocates, as
+if it had computed them (`num_computed` covers them), so the prefill skips them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..hicache.controller import HiCache
+from ..hicache.disk_io import DiskLoad
+from ..kvcache.page_allocator import PageAllocator
+from ..kvcache.radix_cache import RadixCache, TreeNode
+from ..kvcache.slot_table import SlotTable
+from .request import Req
+
+
+@dataclass
+class PrefixHit:
+    """A request's cached prefix in every tier, locked from `match_and_lock` to `admit` / `unlock`:
+    device slots (ending at `node`), then host slots (ending at `host_node`), then disk blocks."""
+
+    device_slots: list[int]
+    node: TreeNode | None
+    host_slots: list[int] = field(default_factory=list)
+    host_node: TreeNode | None = None
+    disk: DiskLoad | None = None
+    is_loading: bool = False  # its disk blocks are being read: admit it later
+
+    @property
+    def num_load_tokens(self) -> int:
+        return len(self.host_slots) + (self.disk.num_tokens if self.disk else 0)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.device_slots) + self.num_load_tokens
+
+    def tokens_by_tier(self) -> dict[str, int]:
+        return {
+            "device": len(self.device_slots),
+            "host": len(self.host_slots),
+            "disk": self.disk.num_tokens if self.disk else 0,
+        }
+
+
+class CacheManager:
+    def __init__(
+        self,
+        num_pages: int,
+        page_size: int,
+        slot_table: SlotTable,
+        disable_radix_cache: bool,
+        hicache: HiCache | None = None,
+    ):
+        self.page_size = page_size
+        self.allocator = PageAllocator(num_pages, page_size)
+        self.slot_table = slot_table
+        self.cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots)
+        self.capacity = num_pages * page_size
+        self.hicache = hicache
+        if hicache is not None:
+            assert self.cache is not None, "HiCache needs the radix cache"
+            hicache.attach(self.cache)
+
+    def _free_slots(self, slots: list[int]) -> None:
+        self.allocator.free(self.allocator.pages_of(slots))
+
+    # ---- accounting ---------------------------------------------------------------------------
+    @property
+    def available_tokens(self) -> int:
+        return self.allocator.available_tokens
+
+    @property
+    def evictable_tokens(self) -> int:
+        return self.cache.evictable_size if self.cache else 0
+
+    @property
+    def protected_tokens(self) -> int:
+        return self.cache.protected_size if self.cache else 0
+
+    def ensure_free_pages(self, num_pages: int) -> bool:
+        """Evicts unlocked cached KV if needed; True when `num_pages` can then be allocated."""
+        missing = num_pages - self.allocator.num_free_pages
+        if missing > 0 and self.cache is not None:
+            self.cache.evict(missing * self.page_size)
+        return self.allocator.can_allocate(num_pages)
+
+    def pages_needed(self, req: Req, num_new_tokens: int) -> int:
+        own_tokens = req.num_allocated + num_new_tokens - req.prefix_len
+        return -(-own_tokens // self.page_size) - len(req.own_pages)
+
+    # ---- request lifecycle --------------------------------------------------------------------
+    def match_and_lock(self, req: Req) -> PrefixHit:
+        """The cached prefix of the request's tokens (all but the last, which must be computed to
+        sample from), locked so that eviction cannot take it. With a disk tier, starts reading the
+        blocks past the in-memory prefix (`is_loading` until they are read)."""
+        if self.cache is None:
+            return PrefixHit([], None)
+        key = req.fill_ids[:-1]
+        m = self.cache.match(key, req.cache_salt)
+        self.cache.inc_lock_ref(m.node)
+        hit = PrefixHit(m.device_slots, m.node)
+        if self.hicache is not None:
+            hit.host_slots, hit.host_node = m.host_slots, m.host_node
+            self.hicache.lock_host(m.host_node)
+            disk = self.hicache.match_disk(req.rid, key, req.cache_salt, hit.num_tokens)
+            hit.is_loading = disk is True
+            hit.disk = disk if isinstance(disk, DiskLoad) else None
+        return hit
+
+    def unlock(self, hit: PrefixHit) -> None:
+        if hit.node is not None:
+            self.cache.dec_lock_ref(hit.node)
+        if self.hicache is not None:
+            self.hicache.unlock_host(hit.host_node)
+
+    def pages_to_admit(self, hit: PrefixHit, first_chunk: int) -> int:
+        """Pages to allocate at admission: the host/disk part loaded back, then the first chunk."""
+        return hit.num_load_tokens // self.page_size + -(-first_chunk // self.page_size)
+
+    def admit(self, req: Req, hit: PrefixHit) -> None:
+        """Gives the request a row holding its device prefix, then loads its host and disk prefix
+        into pages it allocates (call `ensure_free_pages(pages_to_admit(...))` first)."""
+        req.pool_row = self.slot_table.allocate_row()
+        req.last_node = hit.node
+        req.prefix_len = req.num_allocated = req.num_computed = len(hit.device_slots)
+        req.own_pages = []
+        self.slot_table.write(req.pool_row, 0, hit.device_slots)
+        if self.hicache is None:
+            return
+        num_load = hit.num_load_tokens
+        if num_load:
+            self.allocate(req, num_load)
+            self.hicache.load(
+                self.slot_table.read(req.pool_row, req.prefix_len, req.num_allocated), hit.host_slots, hit.disk
+            )
+            req.num_computed += num_load
+        self.hicache.unlock_host(hit.host_node)
+        self.hicache.forget(req.rid)
+        if hit.num_tokens:
+            self.hicache.on_hit(hit.node)
+
+    def forget(self, req: Req) -> None:
+        """The request left (finished or aborted): drops any disk read made for it."""
+        if self.hicache is not None:
+            self.hicache.forget(req.rid)
+
+    def wait_for_loads(self, timeout: float) -> None:
+        """Called when nothing could be scheduled: waits for a disk read instead of spinning."""
+        if self.hicache is not None:
+            self.hicache.wait_prefetch(timeout)
+
+    def allocate(self, req: Req, num_new_tokens: int) -> None:
+        """Gives slots to the next `num_new_tokens` tokens; call ensure_free_pages first."""
+        ps = self.page_size
+        req.own_pages += self.allocator.allocate(self.pages_needed(req, num_new_tokens))
+        start = req.num_allocated - req.prefix_len
+        slots = [req.own_pages[q // ps] * ps + q % ps for q in range(start, start + num_new_tokens)]
+        self.slot_table.write(req.pool_row, req.num_allocated, slots)
+        req.num_allocated += num_new_tokens
+
+    def _insert_computed(self, req: Req, aligned: int) -> int:
+        """Inserts the request's first `aligned` tokens and their slots into the tree and frees the
+        request's pages the tree already had (duplicate KV); returns how many tokens it had."""
+        slots = self.slot_table.read(req.pool_row, 0, aligned)
+        existing = self.cache.insert(req.fill_ids[:aligned], slots, req.cache_salt, start=req.last_node)
+        self.allocator.free(req.own_pages[: (existing - req.prefix_len) // self.page_size])
+        return existing
+
+    def cache_unfinished(self, req: Req) -> None:
+        """After a prefill (or a chunk of one): puts the computed tokens in the tree so that the
+        next requests sharing them hit, and re-points the request at the tree's copy."""
+        if self.cache is None:
+            return
+        ps = self.page_size
+        aligned = req.num_computed - req.num_computed % ps
+        if aligned <= req.prefix_len:
+            return
+        key = req.fill_ids[:aligned]
+        existing = self._insert_computed(req, aligned)
+        tree_slots, node = self.cache.match_prefix(key, req.cache_salt)
+        assert len(tree_slots) == aligned, "a just-inserted prefix must match in full"
+        self.slot_table.write(req.pool_row, req.prefix_len, tree_slots[req.prefix_len : existing])
+        self.cache.inc_lock_ref(node)
+        self.cache.dec_lock_ref(req.last_node)
+        req.own_pages = req.own_pages[(aligned - req.prefix_len) // ps :]
+        req.last_node, req.prefix_len = node, aligned
+        if self.hicache is not None:
+            self.hicache.on_insert(node)
+
+    def release(self, req: Req) -> None:
+        """Finished, aborted or retracted: computed KV goes to the tree (when on), the rest is freed."""
+        ps = self.page_size
+        if self.cache is not None:
+            aligned = req.num_computed - req.num_computed % ps
+            num_tree_pages = 0
+            if aligned > req.prefix_len:
+                self._insert_computed(req, aligned)
+                num_tree_pages = (aligned - req.prefix_len) // ps
+                if self.hicache is not None:
+                    self.hicache.on_insert(self.cache.match_prefix(req.fill_ids[:aligned], req.cache_salt)[1])
+            self.allocator.free(req.own_pages[num_tree_pages:])
+            self.cache.dec_lock_ref(req.last_node)
+        else:
+            self.allocator.free(req.own_pages)
+        self.slot_table.free_row(req.pool_row)
+        req.pool_row, req.last_node, req.own_pages = None, None, []
+        req.prefix_len = req.num_allocated = req.num_computed = 0
+
+    def flush(self) -> None:
+        if self.cache is not None:
+            self.cache.reset()
+
+    def check_idle_invariant(self) -> None:
+        total = self.available_tokens + self.evictable_tokens + self.protected_tokens
+        assert total == self.capacity, (
+            f"KV leak: available {self.available_tokens} + evictable "
+            f"{self.evictable_tokens} + protected {self.protected_tokens} "
+            f"!= capacity {self.capacity}"
+        )
+        if self.cache is not None:
+            locked = [n for n in self.cache.iter_nodes() if n.lock_ref != 0]
+            assert not locked, f"{len(locked)} radix nodes still locked while idle"
+            assert self.cache.total_size() == self.evictable_tokens, "tree size disagrees with evictable_size"
+        if self.hicache is not None:
+            self.hicache.check_idle_invariant()

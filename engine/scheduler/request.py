@@ -1,0 +1,108 @@
+"""A request's life inside the engine, and what the engine hands back."""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import SamplingParams
+
+
+class ReqStatus(enum.Enum):
+    WAITING = "waiting"  # in the waiting queue (new, or retracted)
+    RUNNING = "running"  # admitted: prefilling (possibly chunked) or decoding
+    FINISHED = "finished"
+
+
+@dataclass
+class GenerateOutput:
+    rid: str
+    token_ids: list[int]
+    text: str
+    prompt_tokens: int
+    cached_tokens: int
+    finish_reason: str  # "stop" | "length" | "abort"
+    times: dict[str, float] = field(default_factory=dict)
+    # cached_tokens split by the tier the KV came from: {"device": .., "host": .., "disk": ..}
+    cached_tokens_by_tier: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class StreamDelta:
+    token_ids: list[int]
+    text: str
+    finished: bool
+    output: GenerateOutput | None = None
+
+
+class Req:
+    """Owns, while running: a lock on `last_node` (its cached prefix) and the pages in `own_pages`,
+    which hold the KV of tokens [prefix_len, prefix_len + num_own_tokens) of `fill_ids`."""
+
+    def __init__(
+        self,
+        rid: str,
+        input_ids: list[int],
+        sampling: SamplingParams,
+        cache_salt: str | None = None,
+        on_update: Callable[[Req, StreamDelta], None] | None = None,
+    ):
+        self.rid = rid
+        self.origin_input_ids = list(input_ids)
+        self.sampling = sampling
+        self.cache_salt = cache_salt
+        self.on_update = on_update
+        self.output_ids: list[int] = []
+        self.status = ReqStatus.WAITING
+        self.finish_reason: str | None = None
+        self.times: dict[str, float] = {"arrival": time.time()}
+        # cache state; slots of fill_ids[:num_allocated] live in row `pool_row` of the slot table
+        self.pool_row: int | None = None
+        self.last_node: Any = None  # radix node locked for this request's cached prefix
+        self.prefix_len = 0  # tokens of fill_ids covered by last_node (page-aligned)
+        self.own_pages: list[int] = []  # pages this request allocated, covering tokens from prefix_len
+        self.num_allocated = 0  # tokens of fill_ids that have a slot
+        self.num_computed = 0  # tokens of fill_ids whose KV is in the pool
+        self.cached_tokens = 0  # prompt tokens served from cache (reported to the user)
+        self.cached_tokens_by_tier = {"device": 0, "host": 0, "disk": 0}
+        self.extend_len = 0  # tokens this step computes (set by the scheduler)
+        self.result: GenerateOutput | None = None
+        self.generator: Any = None  # torch.Generator for seeded sampling, made on first use
+        # detokenization state
+        self.text = ""
+        self.num_sent_tokens = 0
+        self.num_sent_chars = 0
+
+    @property
+    def fill_ids(self) -> list[int]:
+        """Every token whose KV this request needs: the prompt plus what was generated so far."""
+        return self.origin_input_ids + self.output_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.origin_input_ids) + len(self.output_ids)
+
+    @property
+    def num_uncomputed(self) -> int:
+        """Tokens still to run through the model before the next token can be sampled."""
+        return self.num_tokens - self.num_computed
+
+    @property
+    def tracks_text(self) -> bool:
+        """Detokenized as it goes: streamed to a listener, or watched for stop strings."""
+        return self.on_update is not None or bool(self.sampling.stop_strings)
+
+    def output(self, text: str) -> GenerateOutput:
+        return GenerateOutput(
+            rid=self.rid,
+            token_ids=list(self.output_ids),
+            text=text,
+            prompt_tokens=len(self.origin_input_ids),
+            cached_tokens=self.cached_tokens,
+            finish_reason=self.finish_reason or "abort",
+            times=dict(self.times),
+            cached_tokens_by_tier=dict(self.cached_tokens_by_tier),
+        )

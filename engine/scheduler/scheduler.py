@@ -1,0 +1,195 @@
+"""Cache-aware continuous batching: which requests run in the next forward pass.
+
+Each step is either a prefill batch (new requests, or the next chunk of a long prompt) or a decode
+batch (one token for every running request). Prefill goes first, as in SGLang. Waiting requests
+are ordered by longest cached prefix (`lpm`) or arrival (`fcfs`); requests arriving together that
+share an uncached prefix are admitted one after another so the shared part is computed once."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..config import EngineConfig
+from ..kvcache.radix_cache import common_prefix_len
+from .cache_manager import CacheManager
+from .request import Req, ReqStatus
+
+
+@dataclass
+class Batch:
+    reqs: list[Req]
+    is_decode: bool
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, cache: CacheManager, eos_token_ids: frozenset[int], context_len: int):
+        self.config = config
+        self.cache = cache
+        self.eos_token_ids = eos_token_ids
+        self.context_len = context_len
+        self.forced_finished: list[Req] = []  # finished without a forward pass (cannot grow)
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []  # decoding requests
+        self.chunked: Req | None = None  # a prefill in progress, continued first next step
+        self.num_retracted = 0
+        self.prefix_cache_queries = 0  # prompt tokens looked up in the cache
+        self.prefix_cache_hits = 0  # of those, tokens found
+        self.hit_tokens_by_tier = {"device": 0, "host": 0, "disk": 0}
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running) + (self.chunked is not None)
+
+    def is_idle(self) -> bool:
+        return not self.waiting and not self.running and self.chunked is None
+
+    def add(self, req: Req) -> None:
+        self.waiting.append(req)
+
+    def schedule(self) -> Batch | None:
+        batch = self._prefill_batch()
+        if batch is None and self.running:
+            batch = self._decode_batch()
+        if batch is None and self.waiting:
+            self.cache.wait_for_loads(timeout=0.01)  # requests waiting for disk reads
+        return batch
+
+    # ---- prefill ------------------------------------------------------------------------------
+    def _order_waiting(self) -> None:
+        if self.config.schedule_policy == "lpm" and self.cache.cache is not None and len(self.waiting) > 1:
+            cache = self.cache.cache
+            lens = {}
+            for r in self.waiting:  # a host hit counts too: loading it back beats recomputing
+                m = cache.match(r.fill_ids[:-1], r.cache_salt)
+                lens[id(r)] = len(m.device_slots) + len(m.host_slots)
+            self.waiting.sort(key=lambda r: -lens[id(r)])  # stable: arrival order among equals
+
+    def _prefill_batch(self) -> Batch | None:
+        if not self.waiting and self.chunked is None:
+            return None
+        cfg, cm = self.config, self.cache
+        budget = cfg.max_prefill_tokens
+        batch: list[Req] = []
+        if self.chunked is not None:
+            req, self.chunked = self.chunked, None
+            n = min(req.num_uncomputed, budget, cfg.chunked_prefill_size)
+            if not cm.ensure_free_pages(cm.pages_needed(req, n)):
+                self._retract(req)
+                return None
+            budget -= self._extend(req, budget)
+            batch.append(req)
+        self._order_waiting()
+        deferred: list[Req] = []
+        while self.waiting and self.chunked is None and budget >= cm.page_size:
+            if self.num_running + len(batch) >= cfg.max_running_requests or cm.slot_table.num_free_rows == 0:
+                break
+            req = self.waiting.pop(0)
+            hit = cm.match_and_lock(req)
+            if hit.is_loading or self._shares_uncached_prefix(req, hit.num_tokens, batch):
+                cm.unlock(hit)
+                deferred.append(req)
+                continue
+            first_chunk = min(req.num_tokens - hit.num_tokens, budget, cfg.chunked_prefill_size)
+            if not cm.ensure_free_pages(cm.pages_to_admit(hit, first_chunk)):
+                cm.unlock(hit)
+                self.waiting.insert(0, req)
+                break
+            if "scheduled" not in req.times:  # first admission: count the cache lookup
+                req.times["scheduled"] = time.time()
+                req.cached_tokens = min(hit.num_tokens, len(req.origin_input_ids))
+                req.cached_tokens_by_tier = hit.tokens_by_tier()
+                self.prefix_cache_queries += len(req.origin_input_ids)
+                self.prefix_cache_hits += req.cached_tokens
+                for tier, n in req.cached_tokens_by_tier.items():
+                    self.hit_tokens_by_tier[tier] += n
+            cm.admit(req, hit)
+            req.status = ReqStatus.RUNNING
+            budget -= self._extend(req, budget)
+            batch.append(req)
+        self.waiting[:0] = deferred
+        return Batch(batch, is_decode=False) if batch else None
+
+    def _extend(self, req: Req, budget: int) -> int:
+        """Allocates the request's next prefill chunk; marks it chunked if the prompt goes on."""
+        n = min(req.num_uncomputed, budget, self.config.chunked_prefill_size)
+        if n < req.num_uncomputed:
+            n -= n % self.cache.page_size if n > self.cache.page_size else 0
+            self.chunked = req
+        ok = self.cache.ensure_free_pages(self.cache.pages_needed(req, n))
+        assert ok, "prefill admitted without pages for its chunk"
+        self.cache.allocate(req, n)
+        req.extend_len = n
+        return n
+
+    def _shares_uncached_prefix(self, req: Req, num_cached: int, batch: list[Req]) -> bool:
+        threshold = self.config.in_batch_prefix_threshold
+        if self.cache.cache is None or not batch:
+            return False
+        ids = req.fill_ids
+        return any(common_prefix_len(ids, other.fill_ids) - num_cached >= threshold for other in batch)
+
+    # ---- decode -------------------------------------------------------------------------------
+    def _decode_batch(self) -> Batch | None:
+        cm = self.cache
+        while self.running:
+            needed = sum(cm.pages_needed(r, 1) for r in self.running)
+            if cm.ensure_free_pages(needed):
+                break
+            if len(self.running) == 1:
+                # A lone request that cannot grow: the pool is smaller than its context.
+                req = self.running.pop()
+                req.finish_reason = "length"
+                self.forced_finished.append(req)
+                return None
+            self._retract(self.running.pop())
+        for req in self.running:
+            cm.allocate(req, 1)
+            req.extend_len = 1
+        return Batch(list(self.running), is_decode=True) if self.running else None
+
+    def _retract(self, req: Req) -> None:
+        """Out of pages: back to the front of the waiting queue; its KV goes to the cache."""
+        self.cache.release(req)
+        req.status = ReqStatus.WAITING
+        self.waiting.insert(0, req)
+        self.num_retracted += 1
+
+    # ---- after the forward pass ---------------------------------------------------------------
+    def process_result(self, batch: Batch, next_ids: dict[int, int]) -> None:
+        """next_ids maps id(req) -> sampled token for requests that reached their last token."""
+        for req in batch.reqs:
+            req.num_computed += req.extend_len
+            req.extend_len = 0
+            token = next_ids.get(id(req))
+            if token is not None:
+                req.output_ids.append(token)
+                req.times.setdefault("first_token", time.time())
+                self._check_finished(req)
+            if batch.is_decode or req.finish_reason is not None:
+                continue  # finished requests are removed by the engine after detokenizing
+            self.cache.cache_unfinished(req)
+            if req is not self.chunked:
+                self.running.append(req)
+
+    def _check_finished(self, req: Req) -> None:
+        p, token = req.sampling, req.output_ids[-1]
+        if p.stop_token_ids and token in p.stop_token_ids:
+            req.finish_reason = "stop"
+        elif not p.ignore_eos and token in self.eos_token_ids:
+            req.finish_reason = "stop"
+        elif len(req.output_ids) >= p.max_new_tokens or req.num_tokens >= self.context_len:
+            req.finish_reason = "length"
+
+    def remove(self, req: Req) -> None:
+        """Takes a finished or aborted request out of every queue and frees what it holds."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+        if self.chunked is req:
+            self.chunked = None
+        if req.pool_row is not None:
+            self.cache.release(req)
+        self.cache.forget(req)
+        req.status = ReqStatus.FINISHED

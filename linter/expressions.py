@@ -1,0 +1,296 @@
+"""Evaluate an expression to a string shape: f-strings, `+`, `%`, `str.format`, `"".join`,
+`textwrap.dedent`, module constants, local assignments, taint sources and sanitizers."""
+
+from __future__ import annotations
+
+import ast
+import re
+import string
+
+from . import names
+from .calls import SAME_SHAPE_METHODS, call_shape
+from .rules import UnorderedIteration
+from .scope import ListValue, Module, Scope, dotted
+from .shape import EMPTY, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
+
+_PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
+_TOOLISH = frozenset(
+    {
+        "tool",
+        "tools",
+        "schema",
+        "schemas",
+        "function",
+        "functions",
+        "spec",
+        "specs",
+        "parameters",
+        "definitions",
+        "signatures",
+    }
+)
+_JOINABLE_SEP = 1
+
+
+def placeholders(template: str) -> list[tuple[str, str | None]] | None:
+    """`"Hi {name}!"` -> [("Hi ", "name"), ("!", None)]; None when it is not a format string."""
+    try:
+        return [(lit, fld) for lit, fld, _spec, _conv in string.Formatter().parse(template)]
+    except ValueError:
+        return None
+
+
+class Evaluator:
+    """Turns expressions into shapes within one module."""
+
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        self._expanding: set[int] = set()  # lists being expanded (`x.append(f(x))` is a loop)
+
+    def list_shape(self, lst: ListValue, scope: Scope, sep: int) -> Shape:
+        """The elements of a built-up list in order, or nothing when it contains itself."""
+        if id(lst) in self._expanding:
+            return EMPTY
+        self._expanding.add(id(lst))
+        try:
+            return self.sequence(lst.elements, scope, sep)
+        finally:
+            self._expanding.discard(id(lst))
+
+    # -- names ---------------------------------------------------------------------------
+    def by_name(self, label: str, node: ast.AST | None) -> Shape:
+        found = names.classify_name(label)
+        if found is None:
+            return unknown(node, label)
+        return value(found[0], found[1], node, label)
+
+    def literal(self, node: ast.expr, scope: Scope) -> tuple[str, ast.expr] | None:
+        """The literal text of `node` and the node that holds it, when it is known statically."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value, node
+        if isinstance(node, ast.Name):
+            if node.id in scope.literals:
+                return scope.literals[node.id], scope.literal_nodes[node.id]
+            if node.id in self.module.literals:
+                return self.module.literals[node.id], self.module.literal_nodes[node.id]
+        if isinstance(node, ast.Call) and node.args and not node.keywords:
+            qual = self.module.qualname(node.func)
+            if qual in ("textwrap.dedent", "inspect.cleandoc") or (
+                isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS
+            ):
+                inner = node.args[0] if qual else node.func.value
+                return self.literal(inner, scope)
+        return None
+
+    def placeholder(self, field_name: str, node: ast.AST) -> Shape:
+        """The value a `{field}` of a template gets when the code that fills it is elsewhere."""
+        key = field_name.split(".")[0].split("[")[0]
+        shapes = self.module.fillings.get(key, [])
+        dynamic = [s for s in shapes if any(p.is_dynamic for p in s)]
+        if dynamic:
+            return tuple(p._replace(node=node, label=key) for p in derive(dynamic[0], node))
+        if any(p.kind is Kind.DOC for s in shapes for p in s):
+            return value(Kind.DOC, shapes[0][0].change, node, key)
+        if key in self.module.partial_names:  # bound once with a fixed value
+            return unknown(node, key)
+        return self.by_name(key, node)
+
+    def fill(
+        self, template: str, holder: ast.expr, args: list[Shape], kwargs: dict[str, Shape], fallback: bool = True
+    ) -> Shape:
+        """The shape of `template.format(*args, **kwargs)`."""
+        pieces = placeholders(template)
+        if pieces is None:
+            return text(len(template), holder)
+        out: list = []
+        auto = 0
+        for lit, fld in pieces:
+            out.extend(text(len(lit), holder, lit))
+            if fld is None:
+                continue
+            where = locate(self.module, holder, "{" + fld)
+            if fld == "" or fld.isdigit():
+                index = auto if fld == "" else int(fld)
+                auto += 1
+                out.extend(args[index] if index < len(args) else unknown(where, "{}"))
+            elif fld.split(".")[0] in kwargs:
+                out.extend(kwargs[fld.split(".")[0]])
+            else:
+                out.extend(self.placeholder(fld, where) if fallback else unknown(where, fld))
+        return tuple(out)
+
+    # -- expressions ---------------------------------------------------------------------
+    def shape(self, node: ast.expr | None, scope: Scope, hint: str | None = None) -> Shape:
+        """The shape of the string `node` evaluates to (`hint`: the name it is assigned to)."""
+        if node is None:
+            return EMPTY
+        if isinstance(node, ast.Constant):
+            v = node.value
+            return text(len(v), node, v) if isinstance(v, str) else text(len(repr(v)), node)
+        if isinstance(node, ast.JoinedStr):
+            out: list = []
+            for v in node.values:
+                if isinstance(v, ast.FormattedValue):
+                    out.extend(self.shape(v.value, scope))
+                else:
+                    out.extend(self.shape(v, scope))
+            return tuple(out)
+        if isinstance(node, ast.BinOp):
+            return self.binop(node, scope)
+        if isinstance(node, ast.Name):
+            return self.name(node, scope)
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            # `uuid.uuid4().hex[:8]`, `now.hour`, `row["text"]`: what the base is, the part is.
+            base = node.value
+            if not isinstance(base, ast.Name) or base.id in scope.values or base.id in scope.lists:
+                inner = self.shape(base, scope)
+                if any(p.kind is not Kind.UNKNOWN or p.flaws for p in inner):
+                    return derive(inner, node)
+            label = dotted(node)
+            return self.by_name(label, node) if label else unknown(node)
+        if isinstance(node, ast.Call):
+            return self.call(node, scope, hint)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return derive(self.sequence(node.elts, scope), node)
+        if isinstance(node, ast.Set):
+            shape = derive(self.sequence(node.elts, scope), node)
+            return with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set literal"))
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
+            return self.comprehension(node, scope)
+        if isinstance(node, ast.IfExp):  # chosen by the test: as dynamic as all three
+            return derive(
+                self.shape(node.test, scope) + self.shape(node.body, scope) + self.shape(node.orelse, scope), node
+            )
+        if isinstance(node, ast.Lambda):
+            return self.shape(node.body, scope)
+        if isinstance(node, (ast.Await, ast.Starred)):
+            return self.shape(node.value, scope)
+        if isinstance(node, ast.Dict):
+            return derive(self.sequence([v for v in node.values if v is not None], scope), node)
+        if isinstance(node, ast.BoolOp):  # `a or ""` is `a`
+            return derive(tuple(p for v in node.values for p in self.shape(v, scope, hint)), node)
+        if isinstance(node, ast.Compare):
+            return derive(self.sequence([node.left, *node.comparators], scope), node)
+        if isinstance(node, ast.UnaryOp):
+            return text(1, node)
+        return unknown(node)
+
+    def sequence(self, elements: list[ast.expr], scope: Scope, sep: int = 0) -> Shape:
+        out: list = []
+        for i, elt in enumerate(elements):
+            if i and sep:
+                out.extend(text(sep))
+            out.extend(self.shape(elt, scope))
+        return tuple(out)
+
+    def name(self, node: ast.Name, scope: Scope) -> Shape:
+        if node.id in scope.values:
+            shape = scope.values[node.id]
+            if len(shape) == 1 and shape[0].kind is not Kind.TEXT and not shape[0].flaws:
+                return (shape[0]._replace(node=node),)  # report at the use, named by its origin
+            return shape
+        if node.id in scope.lists:
+            lst = scope.lists[node.id]
+            elements = self.list_shape(lst, scope, _JOINABLE_SEP)
+            shape = derive(elements, node, node.id, lst.flaws)
+            return shape if elements else self.by_name(node.id, node)
+        if node.id in self.module.constants:
+            return self.module.constants[node.id]
+        return self.by_name(node.id, node)
+
+    def binop(self, node: ast.BinOp, scope: Scope) -> Shape:
+        if isinstance(node.op, ast.Add):
+            return self.shape(node.left, scope) + self.shape(node.right, scope)
+        if isinstance(node.op, ast.Mod):
+            found = self.literal(node.left, scope)
+            if found is not None:
+                return self.percent(found[0], found[1], node.right, scope)
+        return derive(self.shape(node.left, scope) + self.shape(node.right, scope), node)
+
+    def percent(self, template: str, holder: ast.expr, right: ast.expr, scope: Scope) -> Shape:
+        """`"%s and %(name)s" % args`: static pieces interleaved with the argument shapes."""
+        pieces = _PERCENT.split(template)
+        args = right.elts if isinstance(right, ast.Tuple) else [right]
+        mapping = {}
+        if isinstance(right, ast.Dict):
+            mapping = {
+                k.value: v for k, v in zip(right.keys, right.values, strict=False) if isinstance(k, ast.Constant)
+            }
+        out: list = []
+        position = 0
+        for i in range(0, len(pieces), 2):
+            out.extend(text(len(pieces[i]), holder, pieces[i]))
+            if i + 1 < len(pieces):
+                key = pieces[i + 1]
+                if key is not None:
+                    out.extend(self.shape(mapping[key], scope) if key in mapping else self.by_name(key, holder))
+                else:
+                    out.extend(self.shape(args[position], scope) if position < len(args) else unknown(holder))
+                    position += 1
+        return tuple(out)
+
+    def element(self, iterable: ast.expr, scope: Scope) -> Shape:
+        """The shape of one item of `iterable` (flaws of the iteration order included)."""
+        if isinstance(iterable, ast.Name) and iterable.id in scope.lists:
+            lst = scope.lists[iterable.id]
+            return derive(self.list_shape(lst, scope, 0), iterable, iterable.id, lst.flaws)
+        if (
+            isinstance(iterable, ast.Call)
+            and isinstance(iterable.func, ast.Attribute)
+            and iterable.func.attr in ("items", "keys", "values")
+        ):
+            return derive(self.shape(iterable.func.value, scope), iterable)
+        return derive(self.shape(iterable, scope), iterable)
+
+    def comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp | ast.DictComp, scope: Scope) -> Shape:
+        """An item of the result, carrying the flaws of every iteration order it went through
+        (a dict built from a set iterates in the set's order)."""
+        inner = scope.child()
+        flaws: tuple[Flaw, ...] = ()
+        for gen in node.generators:
+            item = self.element(gen.iter, inner)
+            flaws += flaws_of(item)
+            for target in ast.walk(gen.target):
+                if isinstance(target, ast.Name):
+                    inner.values[target.id] = derive(item, target, target.id)
+        item = node.value if isinstance(node, ast.DictComp) else node.elt
+        shape = derive(self.shape(item, inner), node, None, flaws)
+        if isinstance(node, ast.SetComp):
+            shape = with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set comprehension"))
+        return shape
+
+    def call(self, node: ast.Call, scope: Scope, hint: str | None) -> Shape:
+        return call_shape(self, node, scope, hint)
+
+    def is_toolish(self, node: ast.expr) -> bool:
+        label = dotted(node) or ""
+        return bool(set(names.words(label)) & _TOOLISH)
+
+    def new_list(self, node: ast.expr, scope: Scope) -> ListValue | None:
+        """A `ListValue` for a list display or a copy of a known list, else None."""
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return ListValue(list(node.elts), ())
+        if isinstance(node, ast.Name) and node.id in scope.lists:
+            old = scope.lists[node.id]
+            return ListValue(list(old.elements), old.flaws)
+        return None
+
+
+def locate(module: Module, holder: ast.expr, needle: str) -> ast.AST:
+    """A node-like position of `needle` inside the source of the literal `holder` (the exact
+    column of a `{placeholder}`), or `holder` itself when it cannot be found."""
+    start = getattr(holder, "lineno", None)
+    if start is None or not isinstance(holder, ast.Constant):
+        return holder
+    end = getattr(holder, "end_lineno", start) or start
+    col = holder.col_offset
+    for row in range(start, min(end, len(module.lines)) + 1):
+        line = module.lines[row - 1]
+        at = line.find(needle, col if row == start else 0)
+        if at >= 0:
+            spot = ast.Constant(value=needle)
+            spot.lineno, spot.col_offset = row, at
+            spot.end_lineno, spot.end_col_offset = row, at + len(needle) + 1
+            spot.holder_end = end  # type: ignore[attr-defined]  # where a noqa may sit
+            return spot
+    return holder

@@ -1,0 +1,350 @@
+"""Sinks: the calls that send or define a prompt, turned into ordered segments.
+
+OpenAI (`chat.completions.create`, `responses.create`, legacy `ChatCompletion.create` /
+`Completion.create`), Anthropic (`messages.create` with `system=` and `cache_control`),
+`litellm.completion`, raw HTTP posts to `/v1/chat/completions`, any `messages=[{"role": ...}]`,
+and LangChain templates (`PromptTemplate`, `ChatPromptTemplate.from_messages`,
+`*MessagePromptTemplate.from_template`, `MessagesPlaceholder`). radixgate's `Prompt` is a safe
+sink: it orders segments itself, so nothing built with it is a site.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import NamedTuple
+
+from . import names
+from .expressions import Evaluator
+from .scope import Scope
+from .shape import EMPTY, Change, Kind, Part, Shape, derive, value
+
+_CHAT = (
+    "chat.completions.create",
+    "chat.completions.parse",
+    "chat.completions.stream",
+    "ChatCompletion.create",
+    "ChatCompletion.acreate",
+)
+_COMPLETION = ("completions.create", "Completion.create", "Completion.acreate")
+_RESPONSES = ("responses.create", "responses.stream", "responses.parse")
+_ANTHROPIC = ("messages.create", "messages.stream")
+_HTTP_PATHS = ("/chat/completions", "/completions", "/v1/messages", "/v1/responses")
+_TEMPLATE_CLASSES = {
+    "PromptTemplate": None,
+    "ChatPromptTemplate": None,
+    "SystemMessagePromptTemplate": "system",
+    "HumanMessagePromptTemplate": "user",
+    "AIMessagePromptTemplate": "assistant",
+}
+_MESSAGE_CLASSES = {
+    "SystemMessage": "system",
+    "HumanMessage": "user",
+    "AIMessage": "assistant",
+    "ToolMessage": "tool",
+    "ChatMessage": None,
+}
+_LC_ROLES = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "developer": "system",
+}
+_LLM_METHODS = frozenset({"invoke", "ainvoke", "generate_content", "predict", "complete"})
+_PROMPT_CLASSES = ("radixgate.Prompt", "radixgate._prompt.Prompt")
+#: radixgate's segment constructors: each call is a typed piece of a `Prompt`, never a sink.
+_SEGMENT_FUNCTIONS = ("system", "tools", "examples", "document", "history", "context", "user", "Segment")
+_RNG_CLASSES = ("random.Random", "numpy.random.default_rng", "numpy.random.RandomState")
+BREAK: Shape = (Part(Kind.BREAK, Change.NEVER, 0, None, "cache_control"),)
+
+
+class Segment(NamedTuple):
+    """A piece of a prompt with its role: "tools", "system", "user", "assistant" or None."""
+
+    role: str | None
+    shape: Shape
+
+
+class Site(NamedTuple):
+    """A prompt built or sent at `node`, as segments in the order the model reads them."""
+
+    node: ast.AST
+    segments: list[Segment]
+    confidence: str  # "high" for a known sink, "low" for a variable named like a prompt
+    provider: str | None  # "openai", "anthropic", "litellm", "http": a hosted API (KV301)
+
+
+def chain(func: ast.expr) -> str:
+    """`client.chat.completions.create` -> "client.chat.completions.create" (root call dropped)."""
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    return ".".join(reversed(parts))
+
+
+def _kw(node: ast.Call, name: str) -> ast.expr | None:
+    return next((kw.value for kw in node.keywords if kw.arg == name), None)
+
+
+def _ends(text: str, suffixes: tuple[str, ...]) -> bool:
+    return any(text == s or text.endswith("." + s) for s in suffixes)
+
+
+def root_call(node: ast.expr) -> ast.expr:
+    """The start of a method chain: `Prompt(...).static(a).turn(b)` -> `Prompt(...)`."""
+    while True:
+        if isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Attribute):
+            node = node.value
+        else:
+            return node
+
+
+def is_radixgate_prompt(ev: Evaluator, node: ast.expr, scope: Scope) -> bool:
+    """Whether `node` builds or uses a radixgate `Prompt` (a safe sink)."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    while isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+        func = func.value.func
+    qual = ev.module.qualname(func) or ""
+    if qual in _PROMPT_CLASSES or qual.startswith(tuple(p + "." for p in _PROMPT_CLASSES)):
+        return True
+    if qual.startswith("radixgate.") and qual.rsplit(".", 1)[-1] in _SEGMENT_FUNCTIONS:
+        return True
+    root = root_call(node)
+    return isinstance(root, ast.Name) and (root.id in scope.prompts or root.id in ev.module.prompt_names)
+
+
+def rng_construction(ev: Evaluator, node: ast.expr) -> bool | None:
+    """Seededness of `random.Random(seed)` and friends; None when `node` builds no generator."""
+    if not isinstance(node, ast.Call) or ev.module.qualname(node.func) not in _RNG_CLASSES:
+        return None
+    seed = node.args[0] if node.args else _kw(node, "seed") or _kw(node, "x")
+    return seed is not None and not (isinstance(seed, ast.Constant) and seed.value is None)
+
+
+def role_of(node: ast.expr) -> str | None:
+    """The role of a message display (`{"role": "system", ...}`, `SystemMessage(...)`)."""
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values, strict=False):
+            if isinstance(k, ast.Constant) and k.value == "role":
+                return v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else "?"
+    if isinstance(node, ast.Call):
+        name = chain(node.func).rsplit(".", 1)[-1]
+        if name in _MESSAGE_CLASSES:
+            return _MESSAGE_CLASSES[name] or "?"
+    return None
+
+
+def _normal_role(role: str | None) -> str | None:
+    return "system" if role in ("system", "developer") else role
+
+
+def content_shape(ev: Evaluator, node: ast.expr | None, scope: Scope) -> Shape:
+    """The shape of a message's content: a string, or a list of content blocks."""
+    if isinstance(node, ast.List):
+        out: list = []
+        for block in node.elts:
+            if isinstance(block, ast.Dict):
+                fields = {
+                    k.value: v for k, v in zip(block.keys, block.values, strict=False) if isinstance(k, ast.Constant)
+                }
+                out.extend(ev.shape(fields.get("text", fields.get("content")), scope))
+                if "cache_control" in fields:
+                    out.extend(BREAK)
+            else:
+                out.extend(ev.shape(block, scope))
+        return tuple(out)
+    return ev.shape(node, scope)
+
+
+def template_shape(ev: Evaluator, node: ast.expr | None, scope: Scope) -> Shape:
+    """The shape of a LangChain template string, its placeholders filled as the module does."""
+    if node is None:
+        return EMPTY
+    found = ev.literal(node, scope)
+    if found is None:
+        return ev.shape(node, scope)
+    return ev.fill(found[0], found[1], [], {})
+
+
+def message_segments(ev: Evaluator, node: ast.expr, scope: Scope, templated: bool = False) -> list[Segment]:
+    """The segments of a message list (a display, a built-up list, or `a + b`)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return [s for e in node.elts for s in element_segments(ev, e, scope, templated)]
+    if isinstance(node, ast.Name) and node.id in scope.lists:
+        return [s for e in scope.lists[node.id].elements for s in element_segments(ev, e, scope, templated)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return message_segments(ev, node.left, scope, templated) + message_segments(ev, node.right, scope, templated)
+    return [Segment(None, derive(ev.shape(node, scope), node))]
+
+
+def element_segments(ev: Evaluator, node: ast.expr, scope: Scope, templated: bool) -> list[Segment]:
+    if isinstance(node, ast.Starred):
+        inner = node.value
+        if isinstance(inner, (ast.List, ast.Tuple, ast.BinOp)) or (
+            isinstance(inner, ast.Name) and inner.id in scope.lists
+        ):
+            return message_segments(ev, inner, scope, templated)
+        return [Segment(None, derive(ev.shape(inner, scope), inner))]
+    if isinstance(node, ast.Name) and isinstance(scope.exprs.get(node.id), ast.Dict):
+        return element_segments(ev, scope.exprs[node.id], scope, templated)
+    role = role_of(node)
+    if isinstance(node, ast.Dict) and role is not None:
+        fields = {k.value: v for k, v in zip(node.keys, node.values, strict=False) if isinstance(k, ast.Constant)}
+        return [Segment(_normal_role(role), content_shape(ev, fields.get("content"), scope))]
+    if isinstance(node, ast.Call):
+        name = chain(node.func).rsplit(".", 1)[-1]
+        arg = node.args[0] if node.args else _kw(node, "content") or _kw(node, "template")
+        if name in _MESSAGE_CLASSES:
+            return [Segment(_normal_role(role), content_shape(ev, arg, scope))]
+        if name == "MessagesPlaceholder":
+            var = node.args[0] if node.args else _kw(node, "variable_name")
+            label = var.value if isinstance(var, ast.Constant) else "history"
+            return [Segment(None, value(Kind.HISTORY, Change.PER_SESSION, node, str(label)))]
+        if name in ("from_template", "from_template_file"):
+            owner = chain(node.func).rsplit(".", 2)[-2] if "." in chain(node.func) else ""
+            return [Segment(_TEMPLATE_CLASSES.get(owner), template_shape(ev, arg, scope))]
+    if isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant):
+        role = _LC_ROLES.get(str(node.elts[0].value).lower())
+        if str(node.elts[0].value) == "placeholder":
+            var = node.elts[1].value if isinstance(node.elts[1], ast.Constant) else "history"
+            var = str(var).strip("{}")
+            found = names.classify_name(var) or (Kind.HISTORY, Change.PER_SESSION)
+            return [Segment(None, value(found[0], found[1], node, var))]
+        return [Segment(role, template_shape(ev, node.elts[1], scope))]
+    return [Segment(None, derive(ev.shape(node, scope), node))]
+
+
+_SINK_NAMES = (
+    frozenset(
+        {
+            "create",
+            "acreate",
+            "parse",
+            "stream",
+            "completion",
+            "acompletion",
+            "post",
+            "from_template",
+            "from_messages",
+            "PromptTemplate",
+            "ChatPromptTemplate",
+        }
+    )
+    | _LLM_METHODS
+)
+
+
+def is_template_call(node: ast.Call) -> bool:
+    """A LangChain template definition (checked after the module's fillings are known)."""
+    func = node.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return last in ("from_template", "from_messages", "PromptTemplate", "ChatPromptTemplate")
+
+
+def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
+    """The prompt `node` sends or defines, or None when it is not a sink."""
+    func = node.func
+    last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    if last not in _SINK_NAMES and not any(kw.arg == "messages" for kw in node.keywords):
+        return None
+    if is_radixgate_prompt(ev, node, scope):
+        return None
+    name = chain(node.func)
+    qual = ev.module.qualname(node.func) or name
+    messages = _kw(node, "messages")
+    tools = _kw(node, "tools") or _kw(node, "functions")
+    head = [Segment("tools", tools_shape(ev, tools, scope))] if tools is not None else []
+    if _ends(name, _ANTHROPIC) and (messages is not None or _kw(node, "system") is not None):
+        system = _kw(node, "system")
+        segs = [Segment("system", content_shape(ev, system, scope))] if system is not None else []
+        body = message_segments(ev, messages, scope) if messages is not None else []
+        return Site(node, head + segs + body, "high", "anthropic")
+    if _ends(name, _RESPONSES):
+        instructions, given = _kw(node, "instructions"), _kw(node, "input")
+        segs = [Segment("system", ev.shape(instructions, scope))] if instructions else []
+        if given is not None:
+            segs += (
+                message_segments(ev, given, scope)
+                if isinstance(given, (ast.List, ast.Name)) and role_of_any(given, scope)
+                else [Segment("user", ev.shape(given, scope))]
+            )
+        return Site(node, head + segs, "high", "openai")
+    if messages is not None:
+        provider = "litellm" if qual.startswith("litellm.") else "openai" if _ends(name, _CHAT) else None
+        return Site(node, head + message_segments(ev, messages, scope), "high", provider)
+    if _ends(name, _COMPLETION) and _kw(node, "prompt") is not None:
+        return Site(node, [Segment(None, ev.shape(_kw(node, "prompt"), scope))], "high", "openai")
+    if name.endswith("post") and node.args:
+        return http_site(ev, node, scope)
+    return template_site(ev, node, name, scope)
+
+
+def role_of_any(node: ast.expr, scope: Scope) -> bool:
+    elements = (
+        node.elts
+        if isinstance(node, ast.List)
+        else scope.lists[node.id].elements
+        if isinstance(node, ast.Name) and node.id in scope.lists
+        else []
+    )
+    return any(role_of(e) for e in elements)
+
+
+def tools_shape(ev: Evaluator, node: ast.expr, scope: Scope) -> Shape:
+    shape = ev.shape(node, scope)
+    has_break = any(isinstance(n, ast.Constant) and n.value == "cache_control" for n in ast.walk(node))
+    return shape + BREAK if has_break else shape
+
+
+def http_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
+    """`requests.post(".../v1/chat/completions", json={...})` and httpx alike."""
+    url = node.args[0]
+    texts = [n.value for n in ast.walk(url) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    if isinstance(url, ast.Name):
+        texts.append(scope.literals.get(url.id) or ev.module.literals.get(url.id) or "")
+    if not any(p in t for t in texts for p in _HTTP_PATHS):
+        return None
+    body = _kw(node, "json")
+    if isinstance(body, ast.Name):
+        body = scope.exprs.get(body.id)
+    if not isinstance(body, ast.Dict):
+        return None
+    fields = {k.value: v for k, v in zip(body.keys, body.values, strict=False) if isinstance(k, ast.Constant)}
+    segs = [Segment("tools", tools_shape(ev, fields["tools"], scope))] if "tools" in fields else []
+    if "system" in fields:
+        segs.append(Segment("system", content_shape(ev, fields["system"], scope)))
+    if "messages" in fields:
+        segs += message_segments(ev, fields["messages"], scope)
+    elif "prompt" in fields:
+        segs.append(Segment(None, ev.shape(fields["prompt"], scope)))
+    return Site(node, segs, "high", "http") if segs else None
+
+
+def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Site | None:
+    """LangChain templates, and LLM calls given an inline f-string."""
+    last = name.rsplit(".", 1)[-1]
+    owner = name.rsplit(".", 2)[-2] if name.count(".") else ""
+    arg = node.args[0] if node.args else None
+    if last in ("from_template", "from_messages") and owner.endswith(("Template", "Prompt")):
+        if last == "from_messages" and arg is not None:
+            return Site(node, message_segments(ev, arg, scope, templated=True), "high", None)
+        template = arg or _kw(node, "template")
+        role = _TEMPLATE_CLASSES.get(owner)
+        return Site(node, [Segment(role, template_shape(ev, template, scope))], "high", None)
+    if last in ("PromptTemplate", "ChatPromptTemplate"):
+        template, messages = _kw(node, "template"), _kw(node, "messages") or arg
+        if template is not None:
+            return Site(node, [Segment(None, template_shape(ev, template, scope))], "high", None)
+        if messages is not None:
+            return Site(node, message_segments(ev, messages, scope, templated=True), "high", None)
+    if last in _LLM_METHODS and isinstance(arg, (ast.JoinedStr, ast.BinOp)):
+        return Site(node, [Segment(None, ev.shape(arg, scope))], "low", None)
+    return None

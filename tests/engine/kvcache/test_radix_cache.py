@@ -1,0 +1,182 @@
+"""The radix cache against a plain reference model, plus focused unit tests."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import hypothesis.strategies as st
+from hypothesis import settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
+
+
+def test_common_prefix_len():
+    a = list(range(300))
+    assert common_prefix_len(a, a) == 300
+    assert common_prefix_len(a, a[:10]) == 10
+    assert common_prefix_len(a, a[:200] + [-1]) == 200
+    assert common_prefix_len([], a) == 0
+
+
+def _cache(page_size=1):
+    freed: list[int] = []
+    return RadixCache(page_size, freed.extend), freed
+
+
+def test_match_insert_split_and_lock():
+    cache, freed = _cache()
+    assert cache.insert([1, 2, 3, 4], [10, 11, 12, 13]) == 0
+    assert cache.insert([1, 2, 5], [20, 21, 22]) == 2  # shares [1, 2]
+    slots, node = cache.match_prefix([1, 2, 3, 9])
+    assert slots == [10, 11, 12]
+    cache.inc_lock_ref(node)
+    assert cache.protected_size == 3 and cache.evictable_size == 2  # [4] and [5] stay evictable
+    assert cache.evict(100) == 2
+    assert sorted(freed) == [13, 22]
+    cache.dec_lock_ref(node)
+    assert cache.evict(100) == 3 and cache.total_size() == 0
+
+
+def test_namespaces_never_share():
+    cache, _ = _cache()
+    cache.insert([1, 2, 3], [1, 2, 3], namespace="tenant-a")
+    assert cache.match_prefix([1, 2, 3, 4], namespace="tenant-b")[0] == []
+    assert cache.match_prefix([1, 2, 3, 4], namespace="tenant-a")[0] == [1, 2, 3]
+
+
+def test_page_aligned_keys():
+    cache, _ = _cache(page_size=4)
+    assert cache.insert(list(range(10)), list(range(100, 110))) == 0
+    assert cache.total_size() == 8  # the partial page is not cached
+    assert cache.match_prefix(list(range(7)))[0] == list(range(100, 104))
+
+
+def test_lru_evicts_oldest_leaf_first():
+    cache, freed = _cache()
+    cache.insert([1, 1], [1, 2])
+    cache.insert([2, 2], [3, 4])
+    cache.insert([3, 3], [5, 6])
+    cache.match_prefix([1, 1])  # [1, 1] becomes most recent
+    cache.evict(2)
+    assert freed == [3, 4]
+
+
+class RadixMachine(RuleBasedStateMachine):
+    """Reference: a dict from (namespace, page-aligned token prefix) to the slots of its last page."""
+
+    def __init__(self):
+        super().__init__()
+        self.page_size = 1
+        self.freed: list[int] = []
+        self.cache = RadixCache(self.page_size, self.freed.extend)
+        self.ref: dict[tuple, int] = {}
+        self.ref_time: dict[tuple, int] = {}
+        self.clock = itertools.count(1)
+        self.slots = itertools.count()
+        self.locked: list[tuple] = []  # (node, namespace, matched prefix)
+        self.lock_count: Counter = Counter()
+
+    @rule(page_size=st.sampled_from([1, 2, 4]))
+    @precondition(lambda self: not self.ref and not self.locked)
+    def choose_page_size(self, page_size):
+        self.page_size = page_size
+        self.cache = RadixCache(page_size, self.freed.extend)
+
+    def _ref_match(self, ns, key) -> int:
+        n, ps = 0, self.page_size
+        while n + ps <= len(key) and (ns, tuple(key[: n + ps])) in self.ref:
+            n += ps
+        return n
+
+    def _pages(self, n):
+        return range(self.page_size, n + 1, self.page_size)
+
+    def _touch(self, ns, key, n):
+        now = next(self.clock)
+        for j in self._pages(n):
+            self.ref_time[(ns, tuple(key[:j]))] = now
+
+    keys = st.lists(st.integers(0, 3), min_size=1, max_size=12)
+    namespaces = st.sampled_from([None, "a"])
+
+    @rule(ns=namespaces, key=keys, resume=st.booleans())
+    def insert(self, ns, key, resume):
+        aligned = len(key) - len(key) % self.page_size
+        slots = [next(self.slots) for _ in key]
+        expected = self._ref_match(ns, key)
+        start = None
+        if resume:  # resume the walk at a matched node, as the engine does for a request's own prefix
+            matched, start = self.cache.match_prefix(key, ns)
+            self._touch(ns, key, len(matched))
+        assert self.cache.insert(key, slots, ns, start=start) == expected
+        for j in self._pages(aligned):
+            if j > expected:
+                self.ref[(ns, tuple(key[:j]))] = tuple(slots[j - self.page_size : j])
+        self._touch(ns, key, aligned)
+
+    @rule(ns=namespaces, key=keys, lock=st.booleans())
+    def match(self, ns, key, lock):
+        slots, node = self.cache.match_prefix(key, ns)
+        n = self._ref_match(ns, key)
+        assert slots == [s for j in self._pages(n) for s in self.ref[(ns, tuple(key[:j]))]]
+        self._touch(ns, key, n)
+        if lock and n:
+            self.cache.inc_lock_ref(node)
+            self.locked.append((node, ns, tuple(key[:n])))
+            for j in self._pages(n):
+                self.lock_count[(ns, tuple(key[:j]))] += 1
+
+    @rule(data=st.data())
+    @precondition(lambda self: self.locked)
+    def unlock(self, data):
+        node, ns, prefix = self.locked.pop(data.draw(st.integers(0, len(self.locked) - 1)))
+        self.cache.dec_lock_ref(node)
+        for j in self._pages(len(prefix)):
+            self.lock_count[(ns, prefix[:j])] -= 1
+
+    @rule(num_tokens=st.integers(1, 20))
+    def evict(self, num_tokens):
+        before = dict(self.ref)
+        evictable = sum(1 for p in before if self.lock_count[p] == 0)
+        n_freed_before = len(self.freed)
+        freed = self.cache.evict(num_tokens)
+        after = dict(self._real_contents())
+        removed = set(before) - set(after)
+        assert set(after) <= set(before)
+        ps = self.page_size
+        assert freed == ps * len(removed) >= min(num_tokens, ps * evictable)
+        assert all(self.lock_count[p] == 0 for p in removed), "evicted a locked prefix"
+        assert sorted(self.freed[n_freed_before:]) == sorted(s for p in removed for s in before[p])
+        leaves = [
+            p
+            for p in after
+            if self.lock_count[p] == 0
+            and not any(q[0] == p[0] and len(q[1]) > len(p[1]) and q[1][: len(p[1])] == p[1] for q in after)
+        ]
+        if removed and leaves:
+            assert max(self.ref_time[p] for p in removed) <= min(self.ref_time[p] for p in leaves), "not LRU"
+        self.ref = after
+
+    def _real_contents(self):
+        for ns, root in self.cache.roots.items():
+            stack = [(child, []) for child in root.children.values()]
+            while stack:
+                node, prefix = stack.pop()
+                for i in range(self.page_size, len(node.key) + 1, self.page_size):
+                    yield (ns, tuple(prefix) + node.key[:i]), tuple(node.value[i - self.page_size : i])
+                stack.extend((c, prefix + list(node.key)) for c in node.children.values())
+
+    @invariant()
+    def accounting(self):
+        total = self.cache.total_size()
+        assert total == self.page_size * len(self.ref)
+        assert dict(self._real_contents()) == self.ref
+        assert self.cache.evictable_size + self.cache.protected_size == total
+        assert self.cache.protected_size == self.page_size * sum(1 for p in self.ref if self.lock_count[p] > 0)
+        assert len(self.freed) == len(set(self.freed)), "a slot was freed twice"
+
+
+TestRadixMachine = RadixMachine.TestCase
+TestRadixMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
