@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import Future
 from typing import Any
 
 import torch
 
+from .bridge import AbortRequest, AddRequest, CallInLoop, Inbox, LoopThread, Message, Wake, asyncio_listener
 from .config import EngineConfig, SamplingParams, num_threads
 from .hicache.controller import build_hicache
 from .kvcache.kv_pool import KVPool
@@ -67,8 +66,8 @@ class Engine:
 
         self._reqs: dict[str, Req] = {}
         self._rid_counter = itertools.count()
-        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._inbox = Inbox()
+        self._loop_thread = LoopThread("radixgate-engine", self._loop, self._inbox)
         self._stopping = False
         self.fatal_error: str | None = None
         self.num_prompt_tokens = 0
@@ -188,32 +187,26 @@ class Engine:
             req.finish_reason = "abort"
             self._finish(req)
 
-    def _drain_inbox(self, timeout: float | None) -> None:
-        try:
-            item = self._inbox.get(timeout=timeout) if timeout else self._inbox.get_nowait()
-            while True:
-                self._handle(item)
-                item = self._inbox.get_nowait()
-        except queue.Empty:
-            pass
-
-    def _handle(self, item: tuple) -> None:
-        kind = item[0]
-        if kind == "add":
-            self._add(item[1])
-        elif kind == "abort":
-            self._abort_now(item[1])
-        elif kind == "call":
-            _, fn, future = item
-            try:
-                future.set_result(fn())
-            except BaseException as e:  # handed to the caller's thread, not swallowed
-                future.set_exception(e)
+    def _handle(self, message: Message) -> None:
+        match message:
+            case AddRequest(req):
+                self._add(req)
+            case AbortRequest(rid):
+                self._abort_now(rid)
+            case CallInLoop(fn, future):
+                try:
+                    future.set_result(fn())
+                except BaseException as e:  # handed to the caller's thread, not swallowed
+                    future.set_exception(e)
+            case Wake():
+                pass
 
     def _loop(self) -> None:
         try:
             while not self._stopping:
-                self._drain_inbox(timeout=None if not self.scheduler.is_idle() else 0.05)
+                # busy: take what arrived and step on; idle: wait briefly for work
+                for message in self._inbox.drain(timeout=0.05 if self.scheduler.is_idle() else 0):
+                    self._handle(message)
                 self.step()
         except BaseException as e:
             self.fatal_error = f"engine loop crashed: {type(e).__name__}: {e}"
@@ -226,18 +219,12 @@ class Engine:
 
     def start(self) -> None:
         """Runs the loop on a background thread (the gateway's mode). Idempotent."""
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="radixgate-engine", daemon=True)
-            self._thread.start()
+        self._loop_thread.start()
 
     def _run_in_loop(self, fn: Callable[[], Any]) -> Any:
-        if self._thread is None or threading.current_thread() is self._thread:
-            return fn()
-        if self.fatal_error:
+        if self.fatal_error and not self._loop_thread.is_current():
             raise RuntimeError(self.fatal_error)
-        future: Future = Future()
-        self._inbox.put(("call", fn, future))
-        return future.result(timeout=60)
+        return self._loop_thread.call(fn)
 
     # ---- public API ---------------------------------------------------------------------------
     def generate(
@@ -250,7 +237,7 @@ class Engine:
         ids_list = self._encode_all(prompts, input_ids)
         params = sampling if isinstance(sampling, list) else [sampling or SamplingParams()] * len(ids_list)
         reqs = [self._make_req(ids, p, cache_salt, None, None) for ids, p in zip(ids_list, params, strict=False)]
-        if self._thread is None:
+        if not self._loop_thread.is_started:
             for req in reqs:
                 self._add(req)
             while any(r.status is not ReqStatus.FINISHED for r in reqs):
@@ -259,7 +246,7 @@ class Engine:
             done = [threading.Event() for _ in reqs]
             for req, event in zip(reqs, done, strict=False):
                 req.on_update = lambda r, d, e=event: d.finished and e.set()
-                self._inbox.put(("add", req))
+                self._inbox.put(AddRequest(req))
             for event in done:
                 event.wait()
         return [r.result for r in reqs]
@@ -277,19 +264,12 @@ class Engine:
         if (prompt is None) == (input_ids is None):
             raise ValueError("give exactly one of prompt= or input_ids=")
         ids = list(input_ids) if input_ids is not None else self.tokenizer.encode(prompt, add_special_tokens=False)
-        loop = asyncio.get_running_loop()
         deltas: asyncio.Queue[StreamDelta] = asyncio.Queue()
-        req = self._make_req(
-            ids,
-            sampling or SamplingParams(),
-            cache_salt,
-            rid,
-            lambda r, d: loop.call_soon_threadsafe(deltas.put_nowait, d),
-        )
+        req = self._make_req(ids, sampling or SamplingParams(), cache_salt, rid, asyncio_listener(deltas))
         if self.fatal_error:
             raise RuntimeError(self.fatal_error)
         self.start()
-        self._inbox.put(("add", req))
+        self._inbox.put(AddRequest(req))
         finished = False
         try:
             while not finished:
@@ -301,10 +281,10 @@ class Engine:
                 self.abort(req.rid)
 
     def abort(self, rid: str) -> None:
-        if self._thread is None or threading.current_thread() is self._thread:
+        if self._loop_thread.is_current():
             self._abort_now(rid)
         else:
-            self._inbox.put(("abort", rid))
+            self._inbox.put(AbortRequest(rid))
 
     def stats(self) -> dict[str, Any]:
         cm, sched = self.cache_manager, self.scheduler
@@ -356,7 +336,7 @@ class Engine:
         up to `wait_s` for requests still finishing or being aborted (an abort sent by another
         thread lands at the loop's next step)."""
         deadline = time.monotonic() + wait_s
-        while self._thread is not None and not self._run_in_loop(self.scheduler.is_idle):
+        while self._loop_thread.is_started and not self._run_in_loop(self.scheduler.is_idle):
             assert time.monotonic() < deadline, f"engine still busy after {wait_s} s"
             time.sleep(0.01)
 
@@ -368,10 +348,7 @@ class Engine:
 
     def shutdown(self) -> None:
         self._stopping = True
-        if self._thread is not None:
-            self._inbox.put(("noop",))
-            self._thread.join(timeout=10)
-            self._thread = None
+        self._loop_thread.stop()
         for rid in list(self._reqs):
             self._abort_now(rid)
         if self.hicache is not None:

@@ -1,11 +1,11 @@
 """HiCache: the controller that moves KV between the device pool, the host pool and the disk store.
 
-Where a cached token's KV lives (a radix node's `value` is its device slots, `host_value` its host slots):
+Where a cached token's KV lives (a radix node's `device_slots` and `host_slots`):
 
 | tier   | holds                               | enters when                           | leaves when             |
 |--------|-------------------------------------|---------------------------------------|-------------------------|
-| device | nodes with `value` (a top subtree)  | computed, or loaded back for a request | device LRU (demoted)    |
-| host   | nodes with `host_value`             | backed up (policy) or demoted          | host LRU eviction       |
+| device | nodes with `device_slots` (top)    | computed, or loaded back for a request | device LRU (demoted)    |
+| host   | nodes with `host_slots`             | backed up (policy) or demoted          | host LRU eviction       |
 | disk   | blocks keyed by chained prefix hash | written (policy) on a background thread | disk LRU over its bytes |
 
 Write policies (as in SGLang):
@@ -64,7 +64,7 @@ class HiCache:
     # ---- device -> host -----------------------------------------------------------------------
     def _demote(self, node: TreeNode) -> bool:
         """Device eviction hook: True keeps the node in the tree as host-only."""
-        if node.host_value is not None:
+        if node.host_slots is not None:
             return True
         if self.write_policy == "write_through_selective":
             return False
@@ -77,9 +77,9 @@ class HiCache:
             if not self.host.can_allocate(n):
                 return False
         slots = self.host.allocate(n)
-        ks, vs = self.device.read(torch.tensor(node.value, dtype=torch.int64, device=self.device.device))
+        ks, vs = self.device.read(torch.tensor(node.device_slots, dtype=torch.int64, device=self.device.device))
         self.host.write(slots, ks, vs)
-        self.tree.set_host_value(node, slots)
+        self.tree.set_host_slots(node, slots)
         self.num_host_backup_tokens += n
         self._push(node)
         return True
@@ -87,7 +87,7 @@ class HiCache:
     def backup(self, node: TreeNode) -> None:
         """Backs up the device nodes on the path to `node` (host) and its full blocks (disk)."""
         for n in self.tree.path_to(node):
-            if n.value is not None and n.host_value is None:
+            if n.device_slots is not None and n.host_slots is None:
                 self._copy_to_host(n)
         self.write_disk(node)
 
@@ -111,9 +111,9 @@ class HiCache:
     def _is_host_evictable(node: TreeNode) -> bool:
         return (
             not node.is_evicted
-            and node.host_value is not None
+            and node.host_slots is not None
             and node.host_lock_ref == 0
-            and (node.value is not None or not node.children)
+            and (node.device_slots is not None or not node.children)
         )
 
     def evict_host(self, num_tokens: int) -> int:
@@ -127,8 +127,8 @@ class HiCache:
                 self._push(node)
                 continue
             freed += len(node.key)
-            if node.value is not None:
-                self.tree.drop_host_value(node)
+            if node.device_slots is not None:
+                self.tree.drop_host_slots(node)
                 continue
             if self.write_policy == "write_back":
                 self.write_disk(node)
@@ -206,11 +206,11 @@ class HiCache:
             f"!= capacity {self.host.capacity}"
         )
         nodes = list(tree.iter_nodes())
-        assert sum(len(n.key) for n in nodes if n.host_value is not None) == tree.host_size, (
+        assert sum(len(n.key) for n in nodes if n.host_slots is not None) == tree.host_size, (
             "host_size disagrees with the tree"
         )
         assert not [n for n in nodes if n.host_lock_ref], "radix nodes still host-locked while idle"
-        assert all(n.value is not None or n.host_value is not None for n in nodes), "a node with no KV anywhere"
+        assert all(n.device_slots is not None or n.host_slots is not None for n in nodes), "a node with no KV anywhere"
         if self.disk_io is not None:
             self.disk_io.check_idle()
 

@@ -131,7 +131,11 @@ class DiskIO:
         todo = [j for j, key in enumerate(keys) if key not in self._pending_writes and key not in store]
         if not todo:
             return
-        where = [(n.value is not None, s) for n in path for s in (n.value if n.value is not None else n.host_value)]
+        where = [
+            (n.device_slots is not None, s)
+            for n in path
+            for s in (n.device_slots if n.device_slots is not None else n.host_slots)
+        ]
         bs = store.block_size
         for j in todo:
             k, v = self._gather(where[j * bs : (j + 1) * bs])

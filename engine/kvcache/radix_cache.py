@@ -12,8 +12,8 @@ Contract
   nothing evictable remains.
 - Namespaces (a tenant's cache salt, an extra key) have separate roots: they never share nodes.
 
-Tiers (HiCache, `hicache.py`): `value` is a node's device slots, or None once the device evicted
-it; `host_value` its host slots, or None. Device nodes form a top subtree (a device node's parent
+Tiers (HiCache, `hicache/controller.py`): `device_slots` is a node's device slots, or None once the device evicted
+it; `host_slots` its host slots, or None. Device nodes form a top subtree (a device node's parent
 is on the device). `match` reports the device part and the host-only part after it; `insert` over a
 host-only node adopts the given slots (the caller loaded or recomputed that KV), so that part does
 not count as cached. With a `demote` hook, device eviction keeps a node the hook copied to the
@@ -58,7 +58,7 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
 class TreeNode:
     __slots__ = (
         "key",
-        "value",
+        "device_slots",
         "children",
         "parent",
         "depth",
@@ -66,17 +66,17 @@ class TreeNode:
         "last_access",
         "hit_count",
         "is_evicted",
-        "host_value",
+        "host_slots",
         "host_lock_ref",
         "namespace",
     )
 
-    def __init__(self, key: tuple[int, ...], value: tuple[int, ...], parent: TreeNode | None):
+    def __init__(self, key: tuple[int, ...], device_slots: tuple[int, ...] | None, parent: TreeNode | None):
         # Tuples, not lists: the garbage collector stops tracking tuples of ints, so a large tree
         # costs nothing at collection time (lists of ints were traversed element by element).
         self.key = key  # token ids on the edge from parent to this node
-        self.value = value  # device KV slots of those tokens, same length; None if evicted to host
-        self.host_value: tuple[int, ...] | None = None  # host KV slots (HiCache), same length
+        self.device_slots = device_slots  # device KV slots of those tokens, same length; None if evicted to host
+        self.host_slots: tuple[int, ...] | None = None  # host KV slots (HiCache), same length
         self.host_lock_ref = 0  # > 0 while a request is about to load the host copy back
         self.namespace: Hashable = None  # set on roots
         self.children: dict[Hashable, TreeNode] = {}
@@ -154,11 +154,11 @@ class RadixCache:
                 child = self._split(child, n)
             child.last_access = now
             child.hit_count += 1
-            if child.value is not None:
-                m.device_slots.extend(child.value)
+            if child.device_slots is not None:
+                m.device_slots.extend(child.device_slots)
                 m.node = child
             else:
-                m.host_slots.extend(child.host_value)
+                m.host_slots.extend(child.host_slots)
                 m.host_node = child
             node, pos = child, pos + n
         if self._is_evictable_leaf(m.node):
@@ -167,16 +167,16 @@ class RadixCache:
 
     def _split(self, child: TreeNode, n: int) -> TreeNode:
         """Cut `child` after n tokens; returns the new upper node (which keeps child's lock count)."""
-        value = None if child.value is None else child.value[:n]
-        upper = TreeNode(child.key[:n], value, child.parent)  # depth: parent's + n
+        upper_slots = None if child.device_slots is None else child.device_slots[:n]
+        upper = TreeNode(child.key[:n], upper_slots, child.parent)  # depth: parent's + n
         upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
         upper.host_lock_ref = child.host_lock_ref
         upper.parent.children[self._child_key(upper.key)] = upper
         child.key, child.parent = child.key[n:], upper
-        if child.value is not None:
-            child.value = child.value[n:]
-        if child.host_value is not None:
-            upper.host_value, child.host_value = child.host_value[:n], child.host_value[n:]
+        if child.device_slots is not None:
+            child.device_slots = child.device_slots[n:]
+        if child.host_slots is not None:
+            upper.host_slots, child.host_slots = child.host_slots[:n], child.host_slots[n:]
         upper.children[self._child_key(child.key)] = child
         self.num_nodes += 1
         return upper
@@ -214,9 +214,9 @@ class RadixCache:
             if n < len(child.key):
                 child = self._split(child, n)
             child.last_access = now
-            if child.value is None:
+            if child.device_slots is None:
                 assert child.lock_ref == 0, "a node off the device cannot be locked"
-                child.value = tuple(slots[pos : pos + n])
+                child.device_slots = tuple(slots[pos : pos + n])
                 self.evictable_size += n
             else:
                 assert existing == pos, "a device node below a host-only node"
@@ -264,11 +264,11 @@ class RadixCache:
     def _is_device_leaf(self, node: TreeNode) -> bool:
         """On the device with no child on the device (device nodes form a top subtree). Without a
         host tier every node is on the device, so this is an ordinary leaf test."""
-        if node.value is None or node.parent is None or node.is_evicted:
+        if node.device_slots is None or node.parent is None or node.is_evicted:
             return False
         if self.demote is None:
             return not node.children
-        return all(c.value is None for c in node.children.values())
+        return all(c.device_slots is None for c in node.children.values())
 
     def _is_evictable_leaf(self, node: TreeNode) -> bool:
         return node.lock_ref == 0 and self._is_device_leaf(node)
@@ -284,8 +284,8 @@ class RadixCache:
             freed += len(node.key)
             self.evictable_size -= len(node.key)
             keep = self.demote is not None and self.demote(node)
-            self._free_slots(node.value)
-            node.value = None
+            self._free_slots(node.device_slots)
+            node.device_slots = None
             if not keep:
                 self.remove_subtree(node)
             parent = node.parent
@@ -299,23 +299,23 @@ class RadixCache:
         stack = [node]
         while stack:
             n = stack.pop()
-            assert n.value is None and n.host_lock_ref == 0, "removing a node on the device or in use"
+            assert n.device_slots is None and n.host_lock_ref == 0, "removing a node on the device or in use"
             stack.extend(n.children.values())
-            if n.host_value is not None:
-                self.drop_host_value(n)
+            if n.host_slots is not None:
+                self.drop_host_slots(n)
             n.is_evicted = True
             self.num_nodes -= 1
 
     # ---- host copies (HiCache) ----------------------------------------------------------------
-    def set_host_value(self, node: TreeNode, host_slots: Sequence[int]) -> None:
-        assert node.host_value is None and len(host_slots) == len(node.key)
-        node.host_value = tuple(host_slots)
+    def set_host_slots(self, node: TreeNode, host_slots: Sequence[int]) -> None:
+        assert node.host_slots is None and len(host_slots) == len(node.key)
+        node.host_slots = tuple(host_slots)
         self.host_size += len(host_slots)
 
-    def drop_host_value(self, node: TreeNode) -> None:
-        self.free_host_slots(node.host_value)
-        self.host_size -= len(node.host_value)
-        node.host_value = None
+    def drop_host_slots(self, node: TreeNode) -> None:
+        self.free_host_slots(node.host_slots)
+        self.host_size -= len(node.host_slots)
+        node.host_slots = None
 
     @staticmethod
     def path_to(node: TreeNode) -> list[TreeNode]:
@@ -340,10 +340,10 @@ class RadixCache:
             while stack:
                 node = stack.pop()
                 stack.extend(node.children.values())
-                if node.value is not None:
-                    self._free_slots(node.value)
-                if node.host_value is not None:
-                    self.drop_host_value(node)
+                if node.device_slots is not None:
+                    self._free_slots(node.device_slots)
+                if node.host_slots is not None:
+                    self.drop_host_slots(node)
                 node.is_evicted = True
         self.roots.clear()
         self._heap.clear()
@@ -360,4 +360,4 @@ class RadixCache:
 
     def total_size(self) -> int:
         """Tokens on the device."""
-        return sum(len(n.key) for n in self.iter_nodes() if n.value is not None)
+        return sum(len(n.key) for n in self.iter_nodes() if n.device_slots is not None)

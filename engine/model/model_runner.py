@@ -40,14 +40,14 @@ class ModelRunner:
         table = self.slot_table.table[rows, :max_len]  # [B, max_len]
         kv_indices = table[torch.arange(max_len, device=self.device)[None, :] < kv_lens[:, None]]
         if batch.is_decode:
-            input_ids = self._tensor([r.fill_ids[-1] for r in reqs])
+            input_ids = self._tensor([r.last_token_id for r in reqs])
             positions = self._tensor(starts)
             qo_indptr = torch.arange(len(reqs) + 1, dtype=torch.int64, device=self.device)
         else:
             ids: list[int] = []
             pos: list[int] = []
             for r, s, e in zip(reqs, starts, ext, strict=False):
-                ids += r.fill_ids[s : s + e]
+                ids += r.fill_ids()[s : s + e]
                 pos += range(s, s + e)
             input_ids, positions = self._tensor(ids), self._tensor(pos)
             qo_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)

@@ -68,12 +68,12 @@ class CacheManager:
         self.page_size = page_size
         self.allocator = PageAllocator(num_pages, page_size)
         self.slot_table = slot_table
-        self.cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots)
+        self.radix_cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots)
         self.capacity = num_pages * page_size
         self.hicache = hicache
         if hicache is not None:
-            assert self.cache is not None, "HiCache needs the radix cache"
-            hicache.attach(self.cache)
+            assert self.radix_cache is not None, "HiCache needs the radix cache"
+            hicache.attach(self.radix_cache)
 
     def _free_slots(self, slots: list[int]) -> None:
         self.allocator.free(self.allocator.pages_of(slots))
@@ -85,17 +85,17 @@ class CacheManager:
 
     @property
     def evictable_tokens(self) -> int:
-        return self.cache.evictable_size if self.cache else 0
+        return self.radix_cache.evictable_size if self.radix_cache else 0
 
     @property
     def protected_tokens(self) -> int:
-        return self.cache.protected_size if self.cache else 0
+        return self.radix_cache.protected_size if self.radix_cache else 0
 
     def ensure_free_pages(self, num_pages: int) -> bool:
         """Evicts unlocked cached KV if needed; True when `num_pages` can then be allocated."""
         missing = num_pages - self.allocator.num_free_pages
-        if missing > 0 and self.cache is not None:
-            self.cache.evict(missing * self.page_size)
+        if missing > 0 and self.radix_cache is not None:
+            self.radix_cache.evict(missing * self.page_size)
         return self.allocator.can_allocate(num_pages)
 
     def pages_needed(self, req: Req, num_new_tokens: int) -> int:
@@ -107,11 +107,11 @@ class CacheManager:
         """The cached prefix of the request's tokens (all but the last, which must be computed to
         sample from), locked so that eviction cannot take it. With a disk tier, starts reading the
         blocks past the in-memory prefix (`is_loading` until they are read)."""
-        if self.cache is None:
+        if self.radix_cache is None:
             return PrefixHit([], None)
-        key = req.fill_ids[:-1]
-        m = self.cache.match(key, req.cache_salt)
-        self.cache.inc_lock_ref(m.node)
+        key = req.fill_ids()[:-1]
+        m = self.radix_cache.match(key, req.cache_salt)
+        self.radix_cache.inc_lock_ref(m.node)
         hit = PrefixHit(m.device_slots, m.node)
         if self.hicache is not None:
             hit.host_slots, hit.host_node = m.host_slots, m.host_node
@@ -123,7 +123,7 @@ class CacheManager:
 
     def unlock(self, hit: PrefixHit) -> None:
         if hit.node is not None:
-            self.cache.dec_lock_ref(hit.node)
+            self.radix_cache.dec_lock_ref(hit.node)
         if self.hicache is not None:
             self.hicache.unlock_host(hit.host_node)
 
@@ -176,26 +176,26 @@ class CacheManager:
         """Inserts the request's first `aligned` tokens and their slots into the tree and frees the
         request's pages the tree already had (duplicate KV); returns how many tokens it had."""
         slots = self.slot_table.read(req.pool_row, 0, aligned)
-        existing = self.cache.insert(req.fill_ids[:aligned], slots, req.cache_salt, start=req.last_node)
+        existing = self.radix_cache.insert(req.fill_ids()[:aligned], slots, req.cache_salt, start=req.last_node)
         self.allocator.free(req.own_pages[: (existing - req.prefix_len) // self.page_size])
         return existing
 
     def cache_unfinished(self, req: Req) -> None:
         """After a prefill (or a chunk of one): puts the computed tokens in the tree so that the
         next requests sharing them hit, and re-points the request at the tree's copy."""
-        if self.cache is None:
+        if self.radix_cache is None:
             return
         ps = self.page_size
         aligned = req.num_computed - req.num_computed % ps
         if aligned <= req.prefix_len:
             return
-        key = req.fill_ids[:aligned]
+        key = req.fill_ids()[:aligned]
         existing = self._insert_computed(req, aligned)
-        tree_slots, node = self.cache.match_prefix(key, req.cache_salt)
+        tree_slots, node = self.radix_cache.match_prefix(key, req.cache_salt)
         assert len(tree_slots) == aligned, "a just-inserted prefix must match in full"
         self.slot_table.write(req.pool_row, req.prefix_len, tree_slots[req.prefix_len : existing])
-        self.cache.inc_lock_ref(node)
-        self.cache.dec_lock_ref(req.last_node)
+        self.radix_cache.inc_lock_ref(node)
+        self.radix_cache.dec_lock_ref(req.last_node)
         req.own_pages = req.own_pages[(aligned - req.prefix_len) // ps :]
         req.last_node, req.prefix_len = node, aligned
         if self.hicache is not None:
@@ -204,16 +204,16 @@ class CacheManager:
     def release(self, req: Req) -> None:
         """Finished, aborted or retracted: computed KV goes to the tree (when on), the rest is freed."""
         ps = self.page_size
-        if self.cache is not None:
+        if self.radix_cache is not None:
             aligned = req.num_computed - req.num_computed % ps
             num_tree_pages = 0
             if aligned > req.prefix_len:
                 self._insert_computed(req, aligned)
                 num_tree_pages = (aligned - req.prefix_len) // ps
                 if self.hicache is not None:
-                    self.hicache.on_insert(self.cache.match_prefix(req.fill_ids[:aligned], req.cache_salt)[1])
+                    self.hicache.on_insert(self.radix_cache.match_prefix(req.fill_ids()[:aligned], req.cache_salt)[1])
             self.allocator.free(req.own_pages[num_tree_pages:])
-            self.cache.dec_lock_ref(req.last_node)
+            self.radix_cache.dec_lock_ref(req.last_node)
         else:
             self.allocator.free(req.own_pages)
         self.slot_table.free_row(req.pool_row)
@@ -221,8 +221,8 @@ class CacheManager:
         req.prefix_len = req.num_allocated = req.num_computed = 0
 
     def flush(self) -> None:
-        if self.cache is not None:
-            self.cache.reset()
+        if self.radix_cache is not None:
+            self.radix_cache.reset()
 
     def check_idle_invariant(self) -> None:
         total = self.available_tokens + self.evictable_tokens + self.protected_tokens
@@ -231,9 +231,9 @@ class CacheManager:
             f"{self.evictable_tokens} + protected {self.protected_tokens} "
             f"!= capacity {self.capacity}"
         )
-        if self.cache is not None:
-            locked = [n for n in self.cache.iter_nodes() if n.lock_ref != 0]
+        if self.radix_cache is not None:
+            locked = [n for n in self.radix_cache.iter_nodes() if n.lock_ref != 0]
             assert not locked, f"{len(locked)} radix nodes still locked while idle"
-            assert self.cache.total_size() == self.evictable_tokens, "tree size disagrees with evictable_size"
+            assert self.radix_cache.total_size() == self.evictable_tokens, "tree size disagrees with evictable_size"
         if self.hicache is not None:
             self.hicache.check_idle_invariant()

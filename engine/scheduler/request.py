@@ -59,7 +59,7 @@ class Req:
         self.status = ReqStatus.WAITING
         self.finish_reason: str | None = None
         self.times: dict[str, float] = {"arrival": time.time()}
-        # cache state; slots of fill_ids[:num_allocated] live in row `pool_row` of the slot table
+        # cache state; slots of fill_ids()[:num_allocated] live in row `pool_row` of the slot table
         self.pool_row: int | None = None
         self.last_node: Any = None  # radix node locked for this request's cached prefix
         self.prefix_len = 0  # tokens of fill_ids covered by last_node (page-aligned)
@@ -76,10 +76,14 @@ class Req:
         self.num_sent_tokens = 0
         self.num_sent_chars = 0
 
-    @property
     def fill_ids(self) -> list[int]:
-        """Every token whose KV this request needs: the prompt plus what was generated so far."""
+        """Every token whose KV this request needs: the prompt plus what was generated so far (a new list)."""
         return self.origin_input_ids + self.output_ids
+
+    @property
+    def last_token_id(self) -> int:
+        """The newest token: the one a decode step feeds to the model."""
+        return self.output_ids[-1] if self.output_ids else self.origin_input_ids[-1]
 
     @property
     def num_tokens(self) -> int:

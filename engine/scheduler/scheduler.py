@@ -23,9 +23,11 @@ class Batch:
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, cache: CacheManager, eos_token_ids: frozenset[int], context_len: int):
+    def __init__(
+        self, config: EngineConfig, cache_manager: CacheManager, eos_token_ids: frozenset[int], context_len: int
+    ):
         self.config = config
-        self.cache = cache
+        self.cache_manager = cache_manager
         self.eos_token_ids = eos_token_ids
         self.context_len = context_len
         self.forced_finished: list[Req] = []  # finished without a forward pass (cannot grow)
@@ -52,23 +54,27 @@ class Scheduler:
         if batch is None and self.running:
             batch = self._decode_batch()
         if batch is None and self.waiting:
-            self.cache.wait_for_loads(timeout=0.01)  # requests waiting for disk reads
+            self.cache_manager.wait_for_loads(timeout=0.01)  # requests waiting for disk reads
         return batch
 
     # ---- prefill ------------------------------------------------------------------------------
     def _order_waiting(self) -> None:
-        if self.config.schedule_policy == "lpm" and self.cache.cache is not None and len(self.waiting) > 1:
-            cache = self.cache.cache
+        if (
+            self.config.schedule_policy == "lpm"
+            and self.cache_manager.radix_cache is not None
+            and len(self.waiting) > 1
+        ):
+            cache = self.cache_manager.radix_cache
             lens = {}
             for r in self.waiting:  # a host hit counts too: loading it back beats recomputing
-                m = cache.match(r.fill_ids[:-1], r.cache_salt)
+                m = cache.match(r.fill_ids()[:-1], r.cache_salt)
                 lens[id(r)] = len(m.device_slots) + len(m.host_slots)
             self.waiting.sort(key=lambda r: -lens[id(r)])  # stable: arrival order among equals
 
     def _prefill_batch(self) -> Batch | None:
         if not self.waiting and self.chunked is None:
             return None
-        cfg, cm = self.config, self.cache
+        cfg, cm = self.config, self.cache_manager
         budget = cfg.max_prefill_tokens
         batch: list[Req] = []
         if self.chunked is not None:
@@ -114,24 +120,24 @@ class Scheduler:
         """Allocates the request's next prefill chunk; marks it chunked if the prompt goes on."""
         n = min(req.num_uncomputed, budget, self.config.chunked_prefill_size)
         if n < req.num_uncomputed:
-            n -= n % self.cache.page_size if n > self.cache.page_size else 0
+            n -= n % self.cache_manager.page_size if n > self.cache_manager.page_size else 0
             self.chunked = req
-        ok = self.cache.ensure_free_pages(self.cache.pages_needed(req, n))
+        ok = self.cache_manager.ensure_free_pages(self.cache_manager.pages_needed(req, n))
         assert ok, "prefill admitted without pages for its chunk"
-        self.cache.allocate(req, n)
+        self.cache_manager.allocate(req, n)
         req.extend_len = n
         return n
 
     def _shares_uncached_prefix(self, req: Req, num_cached: int, batch: list[Req]) -> bool:
         threshold = self.config.in_batch_prefix_threshold
-        if self.cache.cache is None or not batch:
+        if self.cache_manager.radix_cache is None or not batch:
             return False
-        ids = req.fill_ids
-        return any(common_prefix_len(ids, other.fill_ids) - num_cached >= threshold for other in batch)
+        ids = req.fill_ids()
+        return any(common_prefix_len(ids, other.fill_ids()) - num_cached >= threshold for other in batch)
 
     # ---- decode -------------------------------------------------------------------------------
     def _decode_batch(self) -> Batch | None:
-        cm = self.cache
+        cm = self.cache_manager
         while self.running:
             needed = sum(cm.pages_needed(r, 1) for r in self.running)
             if cm.ensure_free_pages(needed):
@@ -150,7 +156,7 @@ class Scheduler:
 
     def _retract(self, req: Req) -> None:
         """Out of pages: back to the front of the waiting queue; its KV goes to the cache."""
-        self.cache.release(req)
+        self.cache_manager.release(req)
         req.status = ReqStatus.WAITING
         self.waiting.insert(0, req)
         self.num_retracted += 1
@@ -168,7 +174,7 @@ class Scheduler:
                 self._check_finished(req)
             if batch.is_decode or req.finish_reason is not None:
                 continue  # finished requests are removed by the engine after detokenizing
-            self.cache.cache_unfinished(req)
+            self.cache_manager.cache_unfinished(req)
             if req is not self.chunked:
                 self.running.append(req)
 
@@ -190,6 +196,6 @@ class Scheduler:
         if self.chunked is req:
             self.chunked = None
         if req.pool_row is not None:
-            self.cache.release(req)
-        self.cache.forget(req)
+            self.cache_manager.release(req)
+        self.cache_manager.forget(req)
         req.status = ReqStatus.FINISHED

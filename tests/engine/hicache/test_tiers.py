@@ -59,20 +59,20 @@ def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_pa
     device = run(engine, p)
     assert device.cached_tokens_by_tier == {"device": 299, "host": 0, "disk": 0}
 
-    engine.cache_manager.cache.evict(POOL)  # device -> host (write_through keeps a copy)
+    engine.cache_manager.radix_cache.evict(POOL)  # device -> host (write_through keeps a copy)
     host = run(engine, p)
     assert host.cached_tokens_by_tier == {"device": 0, "host": 299, "disk": 0}
 
-    engine.cache_manager.cache.evict(POOL)
+    engine.cache_manager.radix_cache.evict(POOL)
     engine.hicache.evict_host(10 * POOL)  # host -> gone; the disk still has it
     disk = run(engine, p)
     assert disk.cached_tokens_by_tier == {"device": 0, "host": 0, "disk": 256}  # whole 64-token blocks
 
     # One request served by all three: its head on device, its middle on host, its tail on disk.
-    engine.cache_manager.cache.evict(POOL)
+    engine.cache_manager.radix_cache.evict(POOL)
     engine.hicache.evict_host(10 * POOL)
     run(engine, p[:129] + [7])  # re-inserts the first 129 tokens...
-    engine.cache_manager.cache.evict(POOL)  # ...demotes them...
+    engine.cache_manager.radix_cache.evict(POOL)  # ...demotes them...
     run(engine, p[:65] + [7])  # ...and loads the first 65 back to the device
     mixed = run(engine, p)
     assert mixed.cached_tokens_by_tier == {"device": 65, "host": 64, "disk": 127}
@@ -91,9 +91,9 @@ def test_pages_and_chunked_prefill_load_back_whole_pages(make_engine, tmp_path, 
     engine = hicache(make_engine, tmp_path, page_size=16, chunked_prefill_size=64)
     p = PROMPTS[2]
     first = run(engine, p)
-    engine.cache_manager.cache.evict(POOL)
+    engine.cache_manager.radix_cache.evict(POOL)
     host = run(engine, p)
-    engine.cache_manager.cache.evict(POOL)
+    engine.cache_manager.radix_cache.evict(POOL)
     engine.hicache.evict_host(10 * POOL)
     disk = run(engine, p)
     assert (host.cached_tokens_by_tier["host"], disk.cached_tokens_by_tier["disk"]) == (288, 256)
@@ -104,9 +104,9 @@ def test_fp8_kv_moves_between_tiers_as_bytes(make_engine, tmp_path):
     engine = hicache(make_engine, tmp_path, kv_cache_dtype="fp8_e4m3")
     p = PROMPTS[0]
     first = run(engine, p)  # calibrates the scales, then writes the disk
-    engine.cache_manager.cache.evict(POOL)
+    engine.cache_manager.radix_cache.evict(POOL)
     host = run(engine, p)
-    engine.cache_manager.cache.evict(POOL)
+    engine.cache_manager.radix_cache.evict(POOL)
     engine.hicache.evict_host(10 * POOL)
     disk = run(engine, p)
     assert (host.cached_tokens_by_tier["host"], disk.cached_tokens_by_tier["disk"]) == (299, 256)
@@ -200,7 +200,7 @@ def test_write_policies_under_eviction(make_engine, tmp_path, reference, policy)
     engine.hicache.drain()
     if policy == "write_back":  # the disk is written when the host evicts
         assert s()["hicache_backup_tokens_disk"] == 0
-        engine.cache_manager.cache.evict(POOL)
+        engine.cache_manager.radix_cache.evict(POOL)
         engine.hicache.evict_host(10 * POOL)
         engine.hicache.drain()
         assert s()["hicache_backup_tokens_disk"] == 3 * 256

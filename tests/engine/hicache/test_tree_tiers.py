@@ -87,11 +87,11 @@ class TieredTree(RuleBasedStateMachine):
         assert tree.protected_size == 0 and tree.total_size() == tree.evictable_size
         self.hicache.check_idle_invariant()
         for n in nodes:
-            assert n.value is not None or n.host_value is not None
-            if n.value is not None and n.parent.parent is not None:
-                assert n.parent.value is not None, "device nodes must form a top subtree"
-        device = [s for n in nodes if n.value is not None for s in n.value]
-        host = [s for n in nodes if n.host_value is not None for s in n.host_value]
+            assert n.device_slots is not None or n.host_slots is not None
+            if n.device_slots is not None and n.parent.parent is not None:
+                assert n.parent.device_slots is not None, "device nodes must form a top subtree"
+        device = [s for n in nodes if n.device_slots is not None for s in n.device_slots]
+        host = [s for n in nodes if n.host_slots is not None for s in n.host_slots]
         assert len(set(device)) == len(device) and len(set(host)) == len(host)
 
 

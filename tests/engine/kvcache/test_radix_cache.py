@@ -165,7 +165,7 @@ class RadixMachine(RuleBasedStateMachine):
             while stack:
                 node, prefix = stack.pop()
                 for i in range(self.page_size, len(node.key) + 1, self.page_size):
-                    yield (ns, tuple(prefix) + node.key[:i]), tuple(node.value[i - self.page_size : i])
+                    yield (ns, tuple(prefix) + node.key[:i]), tuple(node.device_slots[i - self.page_size : i])
                 stack.extend((c, prefix + list(node.key)) for c in node.children.values())
 
     @invariant()
