@@ -19,7 +19,7 @@ from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable
 from .model.detokenizer import Detokenizer
 from .model.model_runner import ModelRunner
-from .model.sampler import sample
+from .model.sampler import Sampler
 from .models.loader import load_model, load_tokenizer, read_config
 from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
 from .scheduler.cache_manager import CacheManager
@@ -62,6 +62,7 @@ class Engine:
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
+        self.sampler = Sampler()
         self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
 
         self._reqs: dict[str, Req] = {}
@@ -143,7 +144,7 @@ class Engine:
         batch = self.scheduler.schedule()
         if batch is not None:
             logits, sampled_reqs = self.runner.forward(batch)
-            next_ids = sample(logits, sampled_reqs) if sampled_reqs else []
+            next_ids = self.sampler(logits, sampled_reqs) if sampled_reqs else []
             self.scheduler.process_result(batch, {id(r): t for r, t in zip(sampled_reqs, next_ids, strict=False)})
             self.num_generation_tokens += len(sampled_reqs)
             for req in sampled_reqs:

@@ -1,47 +1,112 @@
-"""Next-token sampling: greedy, temperature, top-k, top-p, min-p, per-request seeds."""
+"""Batched next-token sampling: one pass over the step's logits, no Python loop over the vocabulary.
+
+Order of work on `logits` [B, vocab] (float32, one row per sampled request):
+
+1. `SamplingInfo` is built once per step from the requests: per-row tensors and flags saying
+   which filters any row needs, so a batch that needs none pays nothing for them.
+2. Logits processors run in the order they were registered, in place on the batch. They are the
+   one place where features that change the distribution plug in: penalties and logit bias,
+   `min_tokens`, grammar masks. Each sees the whole batch and works on tensors.
+3. Greedy rows take the argmax. The others are divided by their temperature and filtered by
+   top-k, top-p and min-p, then drawn by an exponential race (argmax of probs / Exp(1) noise, as
+   vLLM and SGLang sample), where a seeded request draws its noise from its own generator so its
+   tokens do not depend on what else is in the batch.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..scheduler.request import Req
 
-
-def sample(logits: torch.Tensor, reqs: list[Req]) -> list[int]:
-    """logits: [B, vocab] float32, one row per request -> one token id per request."""
-    if all(r.sampling.is_greedy for r in reqs):
-        return logits.argmax(dim=-1).tolist()
-    out: list[int] = []
-    for row, req in zip(logits, reqs, strict=False):
-        out.append(_sample_one(row, req))
-    return out
+# Changes `logits` [B, vocab] in place for the rows of `info.reqs` that ask for it.
+LogitsProcessor = Callable[[torch.Tensor, "SamplingInfo"], None]
 
 
-def _sample_one(logits: torch.Tensor, req: Req) -> int:
-    p = req.sampling
-    if p.is_greedy:
-        return int(logits.argmax())
-    logits = logits / p.temperature
-    if p.top_k > 0 and p.top_k < logits.numel():
-        kth = torch.topk(logits, p.top_k).values[-1]
+@dataclass
+class SamplingInfo:
+    """Per-row sampling settings of one step. Tensors are None when no row needs that filter."""
+
+    reqs: Sequence[Req]
+    is_greedy: torch.Tensor  # [B] bool
+    all_greedy: bool
+    temperature: torch.Tensor | None  # [B, 1]; 1.0 on greedy rows
+    top_k: torch.Tensor | None  # [B] int64; 0 = no limit
+    top_p: torch.Tensor | None  # [B, 1]; +inf = no limit
+    min_p: torch.Tensor | None  # [B, 1]; 0 = no limit
+
+    @classmethod
+    def from_reqs(cls, reqs: Sequence[Req], device: torch.device | str) -> SamplingInfo:
+        params = [r.sampling for r in reqs]
+        greedy = [p.is_greedy for p in params]
+        is_greedy = torch.tensor(greedy, dtype=torch.bool, device=device)
+        if all(greedy):
+            return cls(reqs, is_greedy, True, None, None, None, None)
+
+        def column(values: list[float]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.float32, device=device).unsqueeze(1)
+
+        temperature = column([1.0 if g else p.temperature for p, g in zip(params, greedy, strict=True)])
+        top_k = top_p = min_p = None
+        if any(p.top_k > 0 for p in params):
+            top_k = torch.tensor([max(p.top_k, 0) for p in params], dtype=torch.int64, device=device)
+        if any(p.top_p < 1.0 for p in params):
+            top_p = column([p.top_p if p.top_p < 1.0 else float("inf") for p in params])
+        if any(p.min_p > 0.0 for p in params):
+            min_p = column([p.min_p for p in params])
+        return cls(reqs, is_greedy, False, temperature, top_k, top_p, min_p)
+
+
+class Sampler:
+    def __init__(self, processors: Sequence[LogitsProcessor] = ()):
+        self.processors = list(processors)
+
+    def __call__(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
+        """logits: [B, vocab] float32, one row per request -> one token id per request."""
+        info = SamplingInfo.from_reqs(reqs, logits.device)
+        for process in self.processors:
+            process(logits, info)
+        greedy = logits.argmax(dim=-1)
+        if info.all_greedy:
+            return greedy.tolist()
+        drawn = _draw(_filtered_probs(logits, info), reqs)
+        return torch.where(info.is_greedy | (drawn < 0), greedy, drawn).tolist()
+
+
+def _filtered_probs(logits: torch.Tensor, info: SamplingInfo) -> torch.Tensor:
+    assert info.temperature is not None
+    logits = logits / info.temperature
+    if info.top_k is not None:
+        max_k = min(int(info.top_k.max()), logits.shape[-1])
+        top_values = logits.topk(max_k, dim=-1).values  # [B, max_k], descending
+        k = info.top_k.clamp(1, max_k)
+        kth = top_values.gather(1, (k - 1).unsqueeze(1))
+        kth = kth.masked_fill((info.top_k <= 0).unsqueeze(1), float("-inf"))
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
-    if not torch.isfinite(probs).all():  # a temperature so small that logits overflowed: greedy
-        return int(logits.argmax())
-    if p.top_p < 1.0:
-        sorted_probs, order = probs.sort(descending=True)
-        cum = sorted_probs.cumsum(0)
+    if info.top_p is not None:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
         # keep the smallest set whose mass reaches top_p (the token crossing it included)
-        drop = (cum - sorted_probs) >= p.top_p
-        sorted_probs[drop] = 0.0
-        probs = torch.zeros_like(probs).scatter_(0, order, sorted_probs)
-    if p.min_p > 0.0:
-        probs = probs.masked_fill(probs < p.min_p * probs.max(), 0.0)
-    if not probs.sum() > 0:  # filters underflowed to nothing: keep the most likely token
-        return int(logits.argmax())
-    generator = None
-    if p.seed is not None:
-        if getattr(req, "generator", None) is None:
-            req.generator = torch.Generator(device=logits.device).manual_seed(p.seed)
-        generator = req.generator
-    return int(torch.multinomial(probs, 1, generator=generator))
+        drop = (sorted_probs.cumsum(-1) - sorted_probs) >= info.top_p
+        probs = torch.zeros_like(probs).scatter_(1, order, sorted_probs.masked_fill(drop, 0.0))
+    if info.min_p is not None:
+        probs = probs.masked_fill(probs < info.min_p * probs.amax(-1, keepdim=True), 0.0)
+    return probs
+
+
+def _draw(probs: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
+    """One token per row by exponential race; -1 where the row has no usable distribution (a
+    temperature so small that logits overflowed, or filters that left nothing)."""
+    noise = torch.empty_like(probs).exponential_()
+    for row, req in enumerate(reqs):
+        seed = req.sampling.seed
+        if seed is not None and not req.sampling.is_greedy:
+            if req.generator is None:
+                req.generator = torch.Generator(device=probs.device).manual_seed(seed)
+            noise[row].exponential_(generator=req.generator)
+    drawn = (probs / noise).argmax(dim=-1)
+    usable = torch.isfinite(probs).all(dim=-1) & (probs.sum(dim=-1) > 0)
+    return torch.where(usable, drawn, torch.full_like(drawn, -1))
