@@ -15,7 +15,6 @@ document (KV103), `json.dumps` of tools without `sort_keys` (KV201), tool names 
 LangChain-style template with a per-request placeholder first (KV101), and a static prefix far
 below the 1,024-token minimum of hosted prompt caches (KV301, opt-in).
 """
-
 from __future__ import annotations
 
 import argparse
@@ -33,25 +32,13 @@ Quote the policy section you rely on. Never promise refunds above 500 euros; han
 human agent. Never invent order numbers, tracking codes or delivery dates. Be polite and brief."""
 
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "lookup_order",
-            "description": "Find an order.",
-            "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}},
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "refund",
-            "description": "Start a refund.",
-            "parameters": {
-                "type": "object",
-                "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
-            },
-        },
-    },
+    {"type": "function", "function": {"name": "lookup_order", "description": "Find an order.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "order_id": {"type": "string"}}}}},
+    {"type": "function", "function": {"name": "refund", "description": "Start a refund.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "order_id": {"type": "string"},
+                                          "amount": {"type": "number"}}}}},
 ]
 TOOL_NAMES = {"lookup_order", "refund", "track_parcel", "change_address"}
 
@@ -67,19 +54,16 @@ ANSWER_TEMPLATE = """Today is {today}. You are a returns specialist at Acme Onli
 returns policy in plain words, quote the policy section number, and finish by asking whether
 the customer wants a return label. Keep the answer under eighty words."""
 
-QUESTIONS = ["Where is my parcel?", "Can I return a gift?", "How do refunds work?", "Do you ship to Norway?"]
+QUESTIONS = ["Where is my parcel?", "Can I return a gift?", "How do refunds work?",
+             "Do you ship to Norway?"]
 
 
 def make_docs() -> str:
     """A few policy documents in a scratch folder (the bad app reads them unsorted)."""
     folder = tempfile.mkdtemp(prefix="bad_app_docs_")
-    for i, body in enumerate(
-        [
-            "Returns: 30 days, unused items, original packaging (policy 4.2).",
-            "Refunds: within 14 days of receiving the return (policy 5.1).",
-            "Shipping: EU only, 2-5 working days (policy 2.3).",
-        ]
-    ):
+    for i, body in enumerate(["Returns: 30 days, unused items, original packaging (policy 4.2).",
+                              "Refunds: within 14 days of receiving the return (policy 5.1).",
+                              "Shipping: EU only, 2-5 working days (policy 2.3)."]):
         with open(os.path.join(folder, f"policy_{i}.txt"), "w") as f:
             f.write(body)
     return folder
@@ -89,20 +73,14 @@ def support_chat(client: OpenAI, model: str, user_id: str, question: str) -> str
     stamp = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     examples = list(FEW_SHOT)
     random.shuffle(examples)
-    system = (
-        f"Current time: {stamp}. Customer: {user_id}.\n"
-        + INSTRUCTIONS
-        + "\nTools: "
-        + json.dumps(TOOLS)
-        + "\nYou may call: "
-        + ", ".join(TOOL_NAMES)
-        + f"\nRequest id: {uuid.uuid4()}"
-    )
+    system = (f"Current time: {stamp}. Customer: {user_id}.\n" + INSTRUCTIONS
+              + "\nTools: " + json.dumps(TOOLS)
+              + "\nYou may call: " + ", ".join(TOOL_NAMES)
+              + f"\nRequest id: {uuid.uuid4()}")
     response = client.chat.completions.create(
-        model=model,
-        max_tokens=8,
-        messages=[{"role": "system", "content": system}, *examples, {"role": "user", "content": question}],
-    )
+        model=model, max_tokens=8,
+        messages=[{"role": "system", "content": system}, *examples,
+                  {"role": "user", "content": question}])
     return response.choices[0].message.content or ""
 
 
@@ -113,39 +91,33 @@ def rag_answer(client: OpenAI, model: str, docs_dir: str, question: str) -> str:
             documents.append(f.read())
     context = "\n\n".join(documents)
     response = client.chat.completions.create(
-        model=model,
-        max_tokens=8,
-        messages=[
-            {"role": "system", "content": "Answer from these documents:\n" + context},
-            {"role": "user", "content": question},
-        ],
-    )
+        model=model, max_tokens=8,
+        messages=[{"role": "system", "content": "Answer from these documents:\n" + context},
+                  {"role": "user", "content": question}])
     return response.choices[0].message.content or ""
 
 
 def rag_question_first(client: OpenAI, model: str, docs_dir: str, question: str) -> str:
     context = "\n\n".join(open(os.path.join(docs_dir, n)).read() for n in sorted(os.listdir(docs_dir)))
     prompt = f"Question: {question}\n\nAnswer using only these documents:\n{context}"
-    response = client.chat.completions.create(model=model, max_tokens=8, messages=[{"role": "user", "content": prompt}])
+    response = client.chat.completions.create(
+        model=model, max_tokens=8, messages=[{"role": "user", "content": prompt}])
     return response.choices[0].message.content or ""
 
 
 def templated_answer(client: OpenAI, model: str, question: str) -> str:
     system = ANSWER_TEMPLATE.format(today=datetime.now().isoformat())
     response = client.chat.completions.create(
-        model=model,
-        max_tokens=8,
-        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
-    )
+        model=model, max_tokens=8,
+        messages=[{"role": "system", "content": system}, {"role": "user", "content": question}])
     return response.choices[0].message.content or ""
 
 
 def quick_answer(client: OpenAI, model: str, question: str) -> str:
     response = client.chat.completions.create(
-        model=model,
-        max_tokens=8,
-        messages=[{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": question}],
-    )
+        model=model, max_tokens=8,
+        messages=[{"role": "system", "content": "You are a helpful assistant."},
+                  {"role": "user", "content": question}])
     return response.choices[0].message.content or ""
 
 
@@ -155,19 +127,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--requests", type=int, default=8, help="requests to send in total")
     parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY", "none"))
-    parser.add_argument(
-        "--tag",
-        action="store_true",
-        help="tag each request with its call site (radixgate.tagging_http_client), so the "
-        "gateway's /v1/prompt_stats and promptlint --stats can name the line",
-    )
+    parser.add_argument("--tag", action="store_true",
+                        help="tag each request with its call site (radixgate.tagging_http_client), so the "
+                             "gateway's /v1/prompt_stats and promptlint --stats can name the line")
     args = parser.parse_args(argv)
     http_client = None
     if args.tag:
         import radixgate
-
         http_client = radixgate.tagging_http_client(timeout=60.0)
-    client = OpenAI(base_url=args.base_url, api_key=args.api_key, timeout=60.0, max_retries=0, http_client=http_client)
+    client = OpenAI(base_url=args.base_url, api_key=args.api_key, timeout=60.0, max_retries=0,
+                    http_client=http_client)
     docs_dir = make_docs()
     calls = [
         lambda q: support_chat(client, args.model, f"user-{random.randint(1, 999)}", q),

@@ -30,7 +30,7 @@ def test_chat_sends_prompt_static_first_with_metadata():
     client = make_client(server, model="tiny")
     prompt = PROMPT.extend(rg.user("Where is my order?"), rg.context("User id: 7"))
     reply = client.chat(prompt, max_tokens=4)
-    line = sys._getframe().f_lineno  # noqa: E702
+    line = sys._getframe().f_lineno - 1  # the call on the line above
     body = server.bodies()[0]
     assert body["messages"][0] == {"role": "system", "content": PROMPT.static_text()}
     assert body["messages"][-1]["content"] == "Where is my order?\n\nUser id: 7"

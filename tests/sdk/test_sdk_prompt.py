@@ -63,7 +63,7 @@ def test_whitespace_and_unicode_are_normalized():
 def test_volatile_static_content_warns_naming_the_segment_and_the_users_line(text, kind):
     with pytest.warns(rg.VolatileStaticSegmentWarning) as record:
         rg.Prompt(rg.system(text, name="intro"), template="t")
-        line = sys._getframe().f_lineno  # noqa: E702
+        line = sys._getframe().f_lineno - 1  # the call on the line above
     message = str(record[0].message)
     assert "'intro'" in message and kind in message
     assert record[0].filename == __file__ and record[0].lineno == line
@@ -77,7 +77,7 @@ def test_volatile_content_outside_static_segments_is_fine():
 
 def test_template_defaults_to_construction_site_and_extend_keeps_it():
     base = rg.Prompt(rg.system("s"))
-    line = sys._getframe().f_lineno  # noqa: E702
+    line = sys._getframe().f_lineno - 1  # the call on the line above
     assert base.template.endswith(f"test_sdk_prompt.py:{line}")
     assert base.extend(rg.user("q")).template == base.template
     assert rg.Prompt(rg.system("s"), template="named").template == "named"

@@ -20,7 +20,7 @@ def test_tagging_transport_adds_call_site_metadata_once():
 
     http = httpx.Client(transport=TaggingTransport(httpx.MockTransport(handler)))
     http.post("http://x/v1/chat/completions", json={"model": "m", "messages": []})
-    line = sys._getframe().f_lineno  # noqa: E702
+    line = sys._getframe().f_lineno - 1  # the call on the line above
     http.post("http://x/v1/chat/completions", json={"model": "m", "metadata": {"prompt_source": "mine.py:1"}})
     first, second = (json.loads(r.content) for r in seen)
     assert first["metadata"]["prompt_source"].endswith(f"test_sdk_tagging.py:{line}")
