@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -10,6 +11,15 @@ ATTENTION_BACKENDS = ("auto", "torch", "triton")
 KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 PAGE_SIZES = (1, 16, 64)
 HICACHE_WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
+HICACHE_STORAGE_BACKENDS = ("redis",)
+# hicache_storage_backend_extra_config: key -> (type, default)
+HICACHE_STORAGE_BACKEND_OPTIONS: dict[str, tuple[type, object]] = {
+    "url": (str, "redis://127.0.0.1:6379/0"),
+    "key_prefix": (str, "radixgate:kv:"),
+    "ttl_s": (float, 0.0),  # 0: no expiry (the store's maxmemory policy decides)
+    "timeout_s": (float, 0.5),  # per store call; a request waits at most this for a remote read
+    "retry_interval_s": (float, 1.0),  # after a failed call, how long the store counts as down
+}
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -49,6 +59,9 @@ class EngineConfig:
     hicache_storage_dir: str | None = None
     hicache_write_policy: str = "write_through"
     hicache_storage_size: float = 16.0  # GB of disk for the disk tier (LRU beyond it)
+    # The remote tier below the disk, shared by every worker: "redis", and its options as JSON.
+    hicache_storage_backend: str | None = None
+    hicache_storage_backend_extra_config: str | None = None
     # Requests arriving together whose uncached prefixes share at least this many tokens are
     # admitted one at a time so the shared part is computed once (SGLang's in-batch prefix caching).
     in_batch_prefix_threshold: int = 32
@@ -88,6 +101,43 @@ class EngineConfig:
             raise ValueError("enable_hicache needs the radix cache: drop disable_radix_cache")
         if self.hicache_storage_dir is not None and not self.enable_hicache:
             raise ValueError("hicache_storage_dir is set but enable_hicache is off: enable HiCache to use it")
+        if self.hicache_storage_backend is not None:
+            if self.hicache_storage_backend not in HICACHE_STORAGE_BACKENDS:
+                raise ValueError(
+                    f"hicache_storage_backend must be one of {HICACHE_STORAGE_BACKENDS}, "
+                    f"got {self.hicache_storage_backend!r}"
+                )
+            if not self.enable_hicache:
+                raise ValueError("hicache_storage_backend is set but enable_hicache is off: enable HiCache to use it")
+        self.hicache_storage_backend_options  # noqa: B018 (validates the JSON)
+
+    @property
+    def hicache_storage_backend_options(self) -> dict[str, object]:
+        """`hicache_storage_backend_extra_config` parsed, checked and completed with defaults."""
+        raw = self.hicache_storage_backend_extra_config
+        try:
+            given = json.loads(raw) if raw else {}
+        except ValueError as e:
+            raise ValueError(f"hicache_storage_backend_extra_config is not valid JSON: {e}") from None
+        if not isinstance(given, dict):
+            raise ValueError("hicache_storage_backend_extra_config must be a JSON object")
+        unknown = sorted(set(given) - set(HICACHE_STORAGE_BACKEND_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"hicache_storage_backend_extra_config: unknown keys {unknown}; "
+                f"known: {sorted(HICACHE_STORAGE_BACKEND_OPTIONS)}"
+            )
+        options: dict[str, object] = {}
+        for name, (kind, default) in HICACHE_STORAGE_BACKEND_OPTIONS.items():
+            value = given.get(name, default)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if not isinstance(value, kind) or (kind is float and value < 0):  # type: ignore[operator]
+                raise ValueError(f"hicache_storage_backend_extra_config: {name} must be a non-negative {kind.__name__}")
+            options[name] = value
+        if options["timeout_s"] == 0:
+            raise ValueError("hicache_storage_backend_extra_config: timeout_s must be > 0")
+        return options
 
     @property
     def torch_dtype(self):
