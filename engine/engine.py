@@ -18,6 +18,7 @@ from .hicache.controller import build_hicache
 from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable
 from .model.detokenizer import Detokenizer
+from .model.grammar import GrammarBackend
 from .model.model_runner import ModelRunner
 from .model.sampler import Sampler
 from .models.loader import load_model, load_tokenizer, read_config
@@ -63,6 +64,8 @@ class Engine:
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
         self.sampler = Sampler()
+        self.grammars = GrammarBackend(self.tokenizer, self.vocab_size, eos)
+        self.sampler.processors.append(self.grammars.apply_mask)
         self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
 
         self._reqs: dict[str, Req] = {}
@@ -110,6 +113,8 @@ class Engine:
                 f"the prompt needs {n + 1} KV slots but the pool holds "
                 f"{self.cache_manager.capacity}: raise max_total_tokens or shorten the prompt"
             )
+        if sampling.grammar_key is not None:
+            self.grammars.compile(sampling.grammar_key)  # cached; compiled on the caller's thread
 
     def _make_req(
         self,
@@ -123,7 +128,10 @@ class Engine:
         rid = rid if rid is not None else f"req-{next(self._rid_counter)}"
         if rid in self._reqs:
             raise ValueError(f"request id {rid!r} is already in use: give each request its own id")
-        return Req(rid, input_ids, sampling, cache_salt, on_update)
+        req = Req(rid, input_ids, sampling, cache_salt, on_update)
+        if sampling.grammar_key is not None:
+            req.grammar = self.grammars.new_matcher(sampling.grammar_key)
+        return req
 
     def _add(self, req: Req) -> None:
         self._reqs[req.rid] = req
@@ -145,6 +153,7 @@ class Engine:
         if batch is not None:
             logits, sampled_reqs = self.runner.forward(batch)
             next_ids = self.sampler(logits, sampled_reqs) if sampled_reqs else []
+            self.grammars.accept(sampled_reqs, next_ids)
             self.scheduler.process_result(batch, {id(r): t for r, t in zip(sampled_reqs, next_ids, strict=False)})
             self.num_generation_tokens += len(sampled_reqs)
             for req in sampled_reqs:
@@ -321,10 +330,14 @@ class Engine:
             **(self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}),
         }
 
-    def flush_cache(self) -> bool:
-        """Drops every cached prefix; refused (False) while requests are in flight."""
+    def flush_cache(self, cache_salt: str | None = None) -> bool:
+        """Drops every cached prefix; refused (False) while requests are in flight. With `cache_salt`,
+        drops only that tenant's namespace, refused only while a request holds one of its prefixes."""
 
         def flush() -> bool:
+            radix_cache = self.cache_manager.radix_cache
+            if cache_salt is not None:
+                return radix_cache is None or radix_cache.reset_namespace(cache_salt)
             if not self.scheduler.is_idle():
                 return False
             self.cache_manager.flush()

@@ -10,7 +10,8 @@ Contract
 - `inc_lock_ref(node)` / `dec_lock_ref(node)` protect / release a node and all its ancestors.
 - `evict(num_tokens)` frees least-recently-used unlocked leaves until `num_tokens` are freed or
   nothing evictable remains.
-- Namespaces (a tenant's cache salt, an extra key) have separate roots: they never share nodes.
+- Namespaces (a tenant's cache salt, an extra key) have separate roots: they never share nodes;
+  `reset_namespace(ns)` drops one of them.
 
 Tiers (HiCache, `hicache/controller.py`): `device_slots` is a node's device slots, or None once the device evicted
 it; `host_slots` its host slots, or None. Device nodes form a top subtree (a device node's parent
@@ -348,6 +349,31 @@ class RadixCache:
         self.roots.clear()
         self._heap.clear()
         self.evictable_size = self.protected_size = self.num_nodes = 0
+
+    def reset_namespace(self, namespace: Hashable) -> bool:
+        """Drops every node of one namespace (a tenant's salt), freeing their slots; other namespaces
+        keep theirs. Refused (False, nothing changed) while a request holds a node of it."""
+        root = self.roots.get(namespace)
+        if root is None:
+            return True
+        nodes = []
+        stack = list(root.children.values())
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children.values())
+            nodes.append(node)
+        if any(n.lock_ref or n.host_lock_ref for n in nodes):
+            return False
+        for node in nodes:
+            if node.device_slots is not None:
+                self._free_slots(node.device_slots)
+                self.evictable_size -= len(node.key)
+            if node.host_slots is not None:
+                self.drop_host_slots(node)
+            node.is_evicted = True  # its heap entries are now stale
+        self.num_nodes -= len(nodes)
+        del self.roots[namespace]
+        return True
 
     # ---- introspection ------------------------------------------------------------------------
     def iter_nodes(self):

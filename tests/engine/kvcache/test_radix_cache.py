@@ -46,6 +46,25 @@ def test_namespaces_never_share():
     assert cache.match_prefix([1, 2, 3, 4], namespace="tenant-a")[0] == [1, 2, 3]
 
 
+def test_reset_namespace_drops_only_that_tenant():
+    cache, freed = _cache()
+    cache.insert([1, 2, 3], [1, 2, 3], namespace="tenant-a")
+    cache.insert([1, 2, 4], [4, 5, 6], namespace="tenant-b")
+    _, node = cache.match_prefix([1, 2, 3], namespace="tenant-a")
+    cache.inc_lock_ref(node)
+    assert not cache.reset_namespace("tenant-a")  # a running request holds it
+    assert cache.match_prefix([1, 2, 3], namespace="tenant-a")[0] == [1, 2, 3]
+    cache.dec_lock_ref(node)
+    assert cache.reset_namespace("tenant-a")
+    assert sorted(freed) == [1, 2, 3]
+    assert cache.match_prefix([1, 2, 3], namespace="tenant-a")[0] == []
+    assert cache.match_prefix([1, 2, 4], namespace="tenant-b")[0] == [4, 5, 6]
+    assert cache.evictable_size == cache.total_size() == 3 and cache.num_nodes == 1
+    assert cache.evict(100) == 3  # stale heap entries of the dropped namespace are skipped
+    assert sorted(freed) == [1, 2, 3, 4, 5, 6]
+    assert cache.reset_namespace("never-seen")
+
+
 def test_page_aligned_keys():
     cache, _ = _cache(page_size=4)
     assert cache.insert(list(range(10)), list(range(100, 110))) == 0
