@@ -64,7 +64,7 @@ def run_workloads(configs: dict[str, EngineConfig], w: Workload) -> dict[str, di
             engine.flush_cache()
         histories = {name: list(contexts) for name in configs}
         figures = {
-            name: {"ttft": [], "prompt": 0, "cached": 0, "by_tier": {"device": 0, "host": 0, "disk": 0}}
+            name: {"ttft": [], "prompt": 0, "cached": 0, "by_tier": {"device": 0, "host": 0, "disk": 0, "remote": 0}}
             for name in configs
         }
         for turn, order in enumerate(orders):

@@ -7,12 +7,14 @@ Where a cached token's KV lives (a radix node's `device_slots` and `host_slots`)
 | device | nodes with `device_slots` (top)    | computed, or loaded back for a request | device LRU (demoted)    |
 | host   | nodes with `host_slots`             | backed up (policy) or demoted          | host LRU eviction       |
 | disk   | blocks keyed by chained prefix hash | written (policy) on a background thread | disk LRU over its bytes |
+| remote | the same blocks, in a shared store   | written with the disk (policy), async   | the store's own policy  |
 
 Write policies (as in SGLang):
-- `write_through`: a node is backed up to host, and its blocks to disk, when it is inserted.
-- `write_through_selective`: backed up (host and disk) once a request hits it; a node never hit is
-  dropped from the device without a host copy.
-- `write_back`: a node goes to host only when the device evicts it, and to disk only when the host does.
+- `write_through`: a node is backed up to host, and its blocks to disk and remote, when it is inserted.
+- `write_through_selective`: backed up (host, disk, remote) once a request hits it; a node never
+  hit is dropped from the device without a host copy.
+- `write_back`: a node goes to host only when the device evicts it, and to disk and remote only
+  when the host does.
 
 Load-back: a request's prefix found on host or disk is copied into pages the request allocates, as
 if it had computed them; inserting them into the tree afterwards turns host-only nodes back into
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 
 import torch
 
@@ -38,16 +41,28 @@ from ..kvcache.radix_cache import RadixCache, TreeNode
 from .disk_io import DiskIO, DiskLoad
 from .disk_store import DiskStore
 from .host_pool import HostPool
+from .remote_io import RemoteIO
+from .storage_backend import create_backend
+
+logger = logging.getLogger(__name__)
 
 DISK_BLOCK_TOKENS = 64  # a multiple of every page size; 128 KiB files for the tiny model
 
 
 class HiCache:
-    def __init__(self, device: KVPool, host: HostPool, disk_io: DiskIO | None, write_policy: str):
+    def __init__(
+        self,
+        device: KVPool,
+        host: HostPool,
+        disk_io: DiskIO | None,
+        write_policy: str,
+        remote_io: RemoteIO | None = None,
+    ):
         assert write_policy in HICACHE_WRITE_POLICIES, write_policy
         self.device = device
         self.host = host
         self.disk_io = disk_io
+        self.remote_io = remote_io
         self.write_policy = write_policy
         self.tree: RadixCache | None = None
         self._heap: list[tuple[int, int, TreeNode]] = []  # host LRU, lazily invalidated
@@ -55,6 +70,7 @@ class HiCache:
         self.num_host_backup_tokens = 0
         self.num_host_loaded_tokens = 0
         self.num_disk_loaded_tokens = 0
+        self.num_remote_loaded_tokens = 0
 
     def attach(self, tree: RadixCache) -> None:
         self.tree = tree
@@ -152,8 +168,10 @@ class HiCache:
             node = node.parent
 
     # ---- load-back ----------------------------------------------------------------------------
-    def load(self, dst_slots: list[int], host_slots: list[int], disk: DiskLoad | None) -> None:
-        """Copies host KV, then disk KV, into device slots `dst_slots` (in that order)."""
+    def load(
+        self, dst_slots: list[int], host_slots: list[int], disk: DiskLoad | None, remote: DiskLoad | None = None
+    ) -> None:
+        """Copies host KV, then disk KV, then remote KV into device slots `dst_slots` (in that order)."""
         h = len(host_slots)
         dev = self.device.device
         if h:
@@ -162,39 +180,70 @@ class HiCache:
             # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
             self.device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
             self.num_host_loaded_tokens += h
-        if disk is not None and disk.num_tokens:
-            k = torch.cat([b[0] for b in disk.blocks], dim=1)[:, disk.offset : disk.offset + disk.num_tokens]
-            v = torch.cat([b[1] for b in disk.blocks], dim=1)[:, disk.offset : disk.offset + disk.num_tokens]
-            idx = torch.tensor(dst_slots[h : h + disk.num_tokens], dtype=torch.int64, device=dev)
+        start = h
+        for blocks in (disk, remote):
+            if blocks is None or not blocks.num_tokens:
+                continue
+            k = torch.cat([b[0] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
+            v = torch.cat([b[1] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
+            idx = torch.tensor(dst_slots[start : start + blocks.num_tokens], dtype=torch.int64, device=dev)
             self.device.write(idx, [x.to(dev) for x in k.unbind(0)], [x.to(dev) for x in v.unbind(0)])
-            self.num_disk_loaded_tokens += disk.num_tokens
+            start += blocks.num_tokens
+            if blocks is disk:
+                self.num_disk_loaded_tokens += blocks.num_tokens
+            else:
+                self.num_remote_loaded_tokens += blocks.num_tokens
 
     # ---- disk ---------------------------------------------------------------------------------
     @property
     def disk(self) -> DiskStore | None:
         return self.disk_io.ready_store if self.disk_io is not None else None
 
-    def match_disk(self, rid: str, tokens, namespace, num_in_memory: int) -> DiskLoad | bool | None:
-        """See `DiskIO.match`; None without a disk tier."""
-        return self.disk_io.match(rid, tokens, namespace, num_in_memory) if self.disk_io is not None else None
+    def match_storage(
+        self, rid: str, tokens, namespace, num_in_memory: int
+    ) -> tuple[DiskLoad | None, DiskLoad | None, bool]:
+        """The prefix past the `num_in_memory` tokens on device and host: (disk part, remote part,
+        still reading). See `DiskIO.match` and `RemoteIO.match`; the remote tier is asked once the
+        disk's blocks are read, for the blocks past them."""
+        disk = self.disk_io.match(rid, tokens, namespace, num_in_memory) if self.disk_io is not None else None
+        if disk is True:
+            return None, None, True
+        disk = disk or None
+        if self.remote_io is None:
+            return disk, None, False
+        remote = self.remote_io.match(rid, tokens, namespace, num_in_memory + (disk.num_tokens if disk else 0))
+        if remote is True:
+            return disk, None, True
+        return disk, remote or None, False
 
     def write_disk(self, node: TreeNode) -> None:
-        """Queues the full blocks of the path root..node that the disk lacks."""
+        """Queues the full blocks of the path root..node that the disk and the remote store lack."""
+        if self.disk_io is None and self.remote_io is None:
+            return
+        path, namespace = self.tree.path_to(node), self.tree.namespace_of(node)
         if self.disk_io is not None:
-            self.disk_io.write_path(self.tree.path_to(node), self.tree.namespace_of(node))
+            self.disk_io.write_path(path, namespace)
+        if self.remote_io is not None:
+            self.remote_io.write_path(path, namespace)
 
     def wait_prefetch(self, timeout: float) -> None:
         if self.disk_io is not None:
             self.disk_io.wait(timeout)
+        if self.remote_io is not None:
+            self.remote_io.wait(timeout)
 
     def forget(self, rid: str) -> None:
         if self.disk_io is not None:
             self.disk_io.forget(rid)
+        if self.remote_io is not None:
+            self.remote_io.forget(rid)
 
     def drain(self) -> None:
-        """Waits for every background disk read and write to finish."""
+        """Waits for every background disk and remote read and write to finish."""
         if self.disk_io is not None:
             self.disk_io.drain()
+        if self.remote_io is not None:
+            self.remote_io.drain()
 
     # ---- lifecycle and checks -----------------------------------------------------------------
     def check_idle_invariant(self) -> None:
@@ -213,6 +262,8 @@ class HiCache:
         assert all(n.device_slots is not None or n.host_slots is not None for n in nodes), "a node with no KV anywhere"
         if self.disk_io is not None:
             self.disk_io.check_idle()
+        if self.remote_io is not None:
+            self.remote_io.check_idle()
 
     def stats(self, device_used_tokens: int) -> dict[str, object]:
         """Per-tier figures for `Engine.stats()` (token counters are totals since start)."""
@@ -232,16 +283,22 @@ class HiCache:
             "hicache_backup_tokens_disk": self.disk_io.num_backup_tokens if self.disk_io else 0,
             "hicache_disk_read_failures": disk.num_read_failures if disk else 0,
             "hicache_disk_write_failures": self.disk_io.num_write_failures if self.disk_io else 0,
+            "hicache_loaded_tokens_remote": self.num_remote_loaded_tokens,
+            **(self.remote_io.stats() if self.remote_io is not None else {}),
         }
 
     def close(self) -> None:
         if self.disk_io is not None:
             self.disk_io.close()
+        if self.remote_io is not None:
+            self.remote_io.close()
 
 
 def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCache:
-    """The host tier sized by `hicache_size` (GB) or `hicache_ratio` x the device pool, and the
-    disk tier in `hicache_storage_dir` (if given) with a `hicache_storage_size` GB budget."""
+    """The host tier sized by `hicache_size` (GB) or `hicache_ratio` x the device pool, the disk
+    tier in `hicache_storage_dir` (if given) with a `hicache_storage_size` GB budget, and the remote
+    tier on `hicache_storage_backend` (if given). A store that does not answer at start is a
+    warning, not an error: the engine serves, and the tier joins once the store answers."""
     ps = config.page_size
     host_bytes_per_token = sum(b[0].numel() * b.element_size() for b in pool.k_buffers + pool.v_buffers)
     if config.hicache_size > 0:
@@ -262,4 +319,16 @@ def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCach
             pool.num_layers,
         )
         disk_io = DiskIO(store, pool, host, model_path)
-    return HiCache(pool, host, disk_io, config.hicache_write_policy)
+    remote_io = None
+    if config.hicache_storage_backend is not None:
+        options = config.hicache_storage_backend_options
+        backend = create_backend(config.hicache_storage_backend, options)
+        if not backend.ping():
+            logger.warning(
+                "HiCache remote tier: %s store at %s does not answer; serving without it until it does",
+                config.hicache_storage_backend,
+                options["url"],
+            )
+        timeout_s = float(options["timeout_s"])  # type: ignore[arg-type]
+        remote_io = RemoteIO(backend, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s)
+    return HiCache(pool, host, disk_io, config.hicache_write_policy, remote_io)

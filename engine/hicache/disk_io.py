@@ -42,8 +42,9 @@ class _Prefetch:
 
 
 class DiskIO:
-    def __init__(self, store: DiskStore, device: KVPool, host: HostPool, model_path: str):
+    def __init__(self, store: DiskStore, device: KVPool, host: HostPool, model_path: str, tp: tuple[int, int] = (1, 0)):
         self.disk_store = store
+        self._tp = tp  # (tp_size, rank): a rank's KV holds its own heads
         self.device = device
         self.host = host
         self._model_path = model_path
@@ -63,9 +64,9 @@ class DiskIO:
         first batch has no stable fingerprint before that batch, so its disk tier starts after it."""
         store = self.disk_store
         if not store.fingerprint:
-            if any(getattr(self.device, "_needs_scales", ())):
+            if kv_needs_calibration(self.device):
                 return None
-            store.fingerprint = kv_fingerprint(self._model_path, self.device)
+            store.fingerprint = kv_fingerprint(self._model_path, self.device, *self._tp)
         return store
 
     # ---- reads --------------------------------------------------------------------------------
@@ -131,33 +132,12 @@ class DiskIO:
         todo = [j for j, key in enumerate(keys) if key not in self._pending_writes and key not in store]
         if not todo:
             return
-        where = [
-            (n.device_slots is not None, s)
-            for n in path
-            for s in (n.device_slots if n.device_slots is not None else n.host_slots)
-        ]
+        where = path_slots(path)
         bs = store.block_size
         for j in todo:
-            k, v = self._gather(where[j * bs : (j + 1) * bs])
+            k, v = gather_kv(self.device, self.host, where[j * bs : (j + 1) * bs])
             self._pending_writes.add(keys[j])
             self._track(self._writer.submit(self._write_block, keys[j], k, v))
-
-    def _gather(self, where: list[tuple[bool, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """KV of tokens on the device (True) or the host (False): k, v [num_layers, n, ...] on the CPU."""
-        ks: list[list[torch.Tensor]] = []
-        vs: list[list[torch.Tensor]] = []
-        for on_device, run in itertools.groupby(where, key=lambda w: w[0]):
-            slots = [s for _, s in run]
-            if on_device:
-                k, v = self.device.read(torch.tensor(slots, dtype=torch.int64, device=self.device.device))
-            else:
-                k, v = self.host.read(slots)
-            ks.append([x.cpu() for x in k])
-            vs.append([x.cpu() for x in v])
-        return (
-            torch.stack([torch.cat(layer) for layer in zip(*ks, strict=False)]),
-            torch.stack([torch.cat(layer) for layer in zip(*vs, strict=False)]),
-        )
 
     def _write_block(self, key: str, k: torch.Tensor, v: torch.Tensor) -> None:
         try:
@@ -194,9 +174,42 @@ class DiskIO:
         self._writer.shutdown(wait=True)
 
 
-def kv_fingerprint(model_path: str, pool: KVPool) -> str:
-    """Identifies the model and the KV layout, so the disk never serves another model's KV (or KV in
-    another dtype or scale): config.json, the weight files' sizes and edges, the pool's layout."""
+def gather_kv(device: KVPool, host: HostPool, where: list[tuple[bool, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """KV of tokens on the device (True) or the host (False): k, v [num_layers, n, ...] on the CPU."""
+    ks: list[list[torch.Tensor]] = []
+    vs: list[list[torch.Tensor]] = []
+    for on_device, run in itertools.groupby(where, key=lambda w: w[0]):
+        slots = [s for _, s in run]
+        if on_device:
+            k, v = device.read(torch.tensor(slots, dtype=torch.int64, device=device.device))
+        else:
+            k, v = host.read(slots)
+        ks.append([x.cpu() for x in k])
+        vs.append([x.cpu() for x in v])
+    return (
+        torch.stack([torch.cat(layer) for layer in zip(*ks, strict=False)]),
+        torch.stack([torch.cat(layer) for layer in zip(*vs, strict=False)]),
+    )
+
+
+def path_slots(path: list[TreeNode]) -> list[tuple[bool, int]]:
+    """(on device, slot) of every token along `path`, root first; device KV preferred over host."""
+    return [
+        (n.device_slots is not None, s)
+        for n in path
+        for s in (n.device_slots if n.device_slots is not None else n.host_slots)
+    ]
+
+
+def kv_needs_calibration(pool: KVPool) -> bool:
+    """An FP8 pool that calibrates its scales on its first batch has no stable fingerprint before it."""
+    return any(getattr(pool, "_needs_scales", ()))
+
+
+def kv_fingerprint(model_path: str, pool: KVPool, tp_size: int = 1, tp_rank: int = 0) -> str:
+    """Identifies the model and the KV layout, so the disk and the remote store never serve another
+    model's KV (or KV in another dtype, scale, or tensor-parallel shard): config.json, the weight
+    files' sizes and edges, the pool's layout and FP8 scales, tp_size and rank."""
     h = hashlib.sha256()
     with open(os.path.join(model_path, "config.json"), "rb") as f:
         h.update(f.read())
@@ -215,6 +228,7 @@ def kv_fingerprint(model_path: str, pool: KVPool) -> str:
         "layers": pool.num_layers,
         "k_scales": [float(s) for s in pool.k_scales],
         "v_scales": [float(s) for s in pool.v_scales],
+        "tp": [tp_size, tp_rank],
     }
     h.update(json.dumps(layout, sort_keys=True).encode())
     return h.hexdigest()

@@ -43,6 +43,54 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def chain_keys(tokens: list[int], namespace: object, fingerprint: str, block_size: int) -> list[str]:
+    """Keys of the full blocks of `tokens` (a trailing partial block has no key); the disk and the
+    remote tier name a block alike."""
+    h = hashlib.sha256(f"{fingerprint}|{namespace!r}|{block_size}".encode())
+    keys = []
+    for start in range(0, len(tokens) - block_size + 1, block_size):
+        h = hashlib.sha256(h.digest() + struct.pack(f"<{block_size}i", *tokens[start : start + block_size]))
+        keys.append(h.hexdigest())
+    return keys
+
+
+def encode_block(header: dict[str, object], k: torch.Tensor, v: torch.Tensor) -> list[bytes]:
+    """The entry format's parts, in order (joined, they are the entry): magic and header, K, V, digest."""
+    head = json.dumps({**header, "dtype": _dtype_name(k.dtype), "shape": list(k.shape)}).encode()
+    kb = k.contiguous().cpu().view(torch.uint8).numpy().tobytes()
+    vb = v.contiguous().cpu().view(torch.uint8).numpy().tobytes()
+    digest = hashlib.sha256(head + kb + vb).digest()
+    return [MAGIC + struct.pack("<I", len(head)) + head, kb, vb, digest]
+
+
+def decode_block(
+    data: bytes, header: dict[str, object], dtype: torch.dtype, block_shape: tuple[int, ...]
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(k, v) of an entry, or None when its checksum or length is wrong or its header differs from
+    `header` (key, and whatever else the writer put there) or from `dtype` and `block_shape`."""
+    start = len(MAGIC) + 4
+    if len(data) < start + _DIGEST or data[: len(MAGIC)] != MAGIC:
+        return None
+    (header_len,) = struct.unpack("<I", data[len(MAGIC) : start])
+    body = data[start:-_DIGEST]
+    if header_len > len(body) or hashlib.sha256(body).digest() != data[-_DIGEST:]:
+        return None
+    try:
+        found = json.loads(body[:header_len])
+    except ValueError:
+        return None
+    want = {**header, "dtype": _dtype_name(dtype), "shape": list(block_shape)}
+    if not isinstance(found, dict) or any(found.get(name) != value for name, value in want.items()):
+        return None
+    payload = bytearray(body[header_len:])
+    half = len(payload) // 2
+    expected = math.prod(block_shape) * torch.empty((), dtype=dtype).element_size()
+    if half != expected or len(payload) != 2 * expected:
+        return None
+    raw = torch.frombuffer(payload, dtype=torch.uint8)
+    return raw[:half].view(dtype).reshape(block_shape), raw[half:].view(dtype).reshape(block_shape)
+
+
 class DiskStore:
     def __init__(
         self,
@@ -90,13 +138,7 @@ class DiskStore:
     # ---- keys ---------------------------------------------------------------------------------
     def block_keys(self, tokens: list[int], namespace: object) -> list[str]:
         """Keys of the full blocks of `tokens` (a trailing partial block has no key)."""
-        h = hashlib.sha256(f"{self.fingerprint}|{namespace!r}|{self.block_size}".encode())
-        keys = []
-        bs = self.block_size
-        for start in range(0, len(tokens) - bs + 1, bs):
-            h = hashlib.sha256(h.digest() + struct.pack(f"<{bs}i", *tokens[start : start + bs]))
-            keys.append(h.hexdigest())
-        return keys
+        return chain_keys(tokens, namespace, self.fingerprint, self.block_size)
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, key[:2], key + ".kv")
@@ -135,19 +177,14 @@ class DiskStore:
         )
         if key in self:
             return
-        header = json.dumps({"key": key, "dtype": _dtype_name(k.dtype), "shape": list(k.shape)}).encode()
-        kb = k.contiguous().cpu().view(torch.uint8).numpy().tobytes()
-        vb = v.contiguous().cpu().view(torch.uint8).numpy().tobytes()
-        digest = hashlib.sha256(header + kb + vb).digest()
+        parts = encode_block({"key": key}, k, v)
         final = self.path(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self._tmp_dir, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + struct.pack("<I", len(header)) + header)
-                f.write(kb)
-                f.write(vb)
-                f.write(digest)
+                for part in parts:
+                    f.write(part)
             os.replace(tmp, final)
         except BaseException:
             if os.path.exists(tmp):
@@ -189,33 +226,7 @@ class DiskStore:
         return block
 
     def _decode(self, key: str, data: bytes) -> tuple[torch.Tensor, torch.Tensor] | None:
-        head = len(MAGIC) + 4
-        if len(data) < head + _DIGEST or data[: len(MAGIC)] != MAGIC:
-            return None
-        (header_len,) = struct.unpack("<I", data[len(MAGIC) : head])
-        body = data[head:-_DIGEST]
-        if header_len > len(body) or hashlib.sha256(body).digest() != data[-_DIGEST:]:
-            return None
-        try:
-            header = json.loads(body[:header_len])
-        except ValueError:
-            return None
-        if (
-            not isinstance(header, dict)
-            or header.get("key") != key
-            or header.get("dtype") != _dtype_name(self.dtype)
-            or header.get("shape") != list(self.block_shape)
-        ):
-            return None
-        payload = bytearray(body[header_len:])
-        half = len(payload) // 2
-        expected = math.prod(self.block_shape) * torch.empty((), dtype=self.dtype).element_size()
-        if half != expected or len(payload) != 2 * expected:
-            return None
-        raw = torch.frombuffer(payload, dtype=torch.uint8)
-        k = raw[:half].view(self.dtype).reshape(self.block_shape)
-        v = raw[half:].view(self.dtype).reshape(self.block_shape)
-        return k, v
+        return decode_block(data, {"key": key}, self.dtype, self.block_shape)
 
     def _fail(self, key: str) -> None:
         self._forget(key)

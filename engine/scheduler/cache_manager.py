@@ -31,18 +31,20 @@ from .request import Req
 @dataclass
 class PrefixHit:
     """A request's cached prefix in every tier, locked from `match_and_lock` to `admit` / `unlock`:
-    device slots (ending at `node`), then host slots (ending at `host_node`), then disk blocks."""
+    device slots (ending at `node`), then host slots (ending at `host_node`), then disk blocks, then
+    blocks from the remote store."""
 
     device_slots: list[int]
     node: TreeNode | None
     host_slots: list[int] = field(default_factory=list)
     host_node: TreeNode | None = None
     disk: DiskLoad | None = None
-    is_loading: bool = False  # its disk blocks are being read: admit it later
+    remote: DiskLoad | None = None
+    is_loading: bool = False  # its disk or remote blocks are being read: admit it later
 
     @property
     def num_load_tokens(self) -> int:
-        return len(self.host_slots) + (self.disk.num_tokens if self.disk else 0)
+        return len(self.host_slots) + sum(b.num_tokens for b in (self.disk, self.remote) if b is not None)
 
     @property
     def num_tokens(self) -> int:
@@ -53,6 +55,7 @@ class PrefixHit:
             "device": len(self.device_slots),
             "host": len(self.host_slots),
             "disk": self.disk.num_tokens if self.disk else 0,
+            "remote": self.remote.num_tokens if self.remote else 0,
         }
 
 
@@ -105,8 +108,8 @@ class CacheManager:
     # ---- request lifecycle --------------------------------------------------------------------
     def match_and_lock(self, req: Req) -> PrefixHit:
         """The cached prefix of the request's tokens (all but the last, which must be computed to
-        sample from), locked so that eviction cannot take it. With a disk tier, starts reading the
-        blocks past the in-memory prefix (`is_loading` until they are read)."""
+        sample from), locked so that eviction cannot take it. With a disk or remote tier, starts
+        reading the blocks past the in-memory prefix (`is_loading` until they are read)."""
         if self.radix_cache is None:
             return PrefixHit([], None)
         key = req.fill_ids()[:-1]
@@ -116,9 +119,9 @@ class CacheManager:
         if self.hicache is not None:
             hit.host_slots, hit.host_node = m.host_slots, m.host_node
             self.hicache.lock_host(m.host_node)
-            disk = self.hicache.match_disk(req.rid, key, req.cache_salt, hit.num_tokens)
-            hit.is_loading = disk is True
-            hit.disk = disk if isinstance(disk, DiskLoad) else None
+            hit.disk, hit.remote, hit.is_loading = self.hicache.match_storage(
+                req.rid, key, req.cache_salt, hit.num_tokens
+            )
         return hit
 
     def unlock(self, hit: PrefixHit) -> None:
@@ -145,7 +148,10 @@ class CacheManager:
         if num_load:
             self.allocate(req, num_load)
             self.hicache.load(
-                self.slot_table.read(req.pool_row, req.prefix_len, req.num_allocated), hit.host_slots, hit.disk
+                self.slot_table.read(req.pool_row, req.prefix_len, req.num_allocated),
+                hit.host_slots,
+                hit.disk,
+                hit.remote,
             )
             req.num_computed += num_load
         self.hicache.unlock_host(hit.host_node)
@@ -154,12 +160,12 @@ class CacheManager:
             self.hicache.on_hit(hit.node)
 
     def forget(self, req: Req) -> None:
-        """The request left (finished or aborted): drops any disk read made for it."""
+        """The request left (finished or aborted): drops any disk or remote read made for it."""
         if self.hicache is not None:
             self.hicache.forget(req.rid)
 
     def wait_for_loads(self, timeout: float) -> None:
-        """Called when nothing could be scheduled: waits for a disk read instead of spinning."""
+        """Called when nothing could be scheduled: waits for a disk or remote read instead of spinning."""
         if self.hicache is not None:
             self.hicache.wait_prefetch(timeout)
 

@@ -17,6 +17,9 @@ class ReqStatus(enum.Enum):
     FINISHED = "finished"
 
 
+CACHE_TIERS = ("device", "host", "disk", "remote")  # where a cached prefix token's KV came from
+
+
 @dataclass
 class GenerateOutput:
     rid: str
@@ -26,7 +29,7 @@ class GenerateOutput:
     cached_tokens: int
     finish_reason: str  # "stop" | "length" | "abort"
     times: dict[str, float] = field(default_factory=dict)
-    # cached_tokens split by the tier the KV came from: {"device": .., "host": .., "disk": ..}
+    # cached_tokens split by the tier the KV came from: {"device": .., "host": .., "disk": .., "remote": ..}
     cached_tokens_by_tier: dict[str, int] = field(default_factory=dict)
 
 
@@ -67,7 +70,7 @@ class Req:
         self.num_allocated = 0  # tokens of fill_ids that have a slot
         self.num_computed = 0  # tokens of fill_ids whose KV is in the pool
         self.cached_tokens = 0  # prompt tokens served from cache (reported to the user)
-        self.cached_tokens_by_tier = {"device": 0, "host": 0, "disk": 0}
+        self.cached_tokens_by_tier = dict.fromkeys(CACHE_TIERS, 0)
         self.extend_len = 0  # tokens this step computes (set by the scheduler)
         self.result: GenerateOutput | None = None
         self.generator: Any = None  # torch.Generator for seeded sampling, made on first use

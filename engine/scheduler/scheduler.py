@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..config import EngineConfig
 from ..kvcache.radix_cache import common_prefix_len
 from .cache_manager import CacheManager
-from .request import Req, ReqStatus
+from .request import CACHE_TIERS, Req, ReqStatus
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Scheduler:
         self.num_retracted = 0
         self.prefix_cache_queries = 0  # prompt tokens looked up in the cache
         self.prefix_cache_hits = 0  # of those, tokens found
-        self.hit_tokens_by_tier = {"device": 0, "host": 0, "disk": 0}
+        self.hit_tokens_by_tier = dict.fromkeys(CACHE_TIERS, 0)
 
     @property
     def num_running(self) -> int:

@@ -57,16 +57,16 @@ def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_pa
     assert first.token_ids == want and first.cached_tokens == 0
 
     device = run(engine, p)
-    assert device.cached_tokens_by_tier == {"device": 299, "host": 0, "disk": 0}
+    assert device.cached_tokens_by_tier == {"device": 299, "host": 0, "disk": 0, "remote": 0}
 
     engine.cache_manager.radix_cache.evict(POOL)  # device -> host (write_through keeps a copy)
     host = run(engine, p)
-    assert host.cached_tokens_by_tier == {"device": 0, "host": 299, "disk": 0}
+    assert host.cached_tokens_by_tier == {"device": 0, "host": 299, "disk": 0, "remote": 0}
 
     engine.cache_manager.radix_cache.evict(POOL)
     engine.hicache.evict_host(10 * POOL)  # host -> gone; the disk still has it
     disk = run(engine, p)
-    assert disk.cached_tokens_by_tier == {"device": 0, "host": 0, "disk": 256}  # whole 64-token blocks
+    assert disk.cached_tokens_by_tier == {"device": 0, "host": 0, "disk": 256, "remote": 0}  # whole 64-token blocks
 
     # One request served by all three: its head on device, its middle on host, its tail on disk.
     engine.cache_manager.radix_cache.evict(POOL)
@@ -75,13 +75,15 @@ def test_same_tokens_from_device_host_disk_and_recomputation(make_engine, tmp_pa
     engine.cache_manager.radix_cache.evict(POOL)  # ...demotes them...
     run(engine, p[:65] + [7])  # ...and loads the first 65 back to the device
     mixed = run(engine, p)
-    assert mixed.cached_tokens_by_tier == {"device": 65, "host": 64, "disk": 127}
+    assert mixed.cached_tokens_by_tier == {"device": 65, "host": 64, "disk": 127, "remote": 0}
     for out in (first, device, host, disk, mixed):
         assert out.token_ids == want
     s = engine.stats()
     assert s["hicache_loaded_tokens_host"] >= 299 + 64 and s["hicache_loaded_tokens_disk"] >= 256 + 127
     assert s["cache_hit_tokens_disk"] >= 256 + 127 and s["hicache_disk_read_failures"] == 0
-    assert s["prefix_cache_hits_by_tier"] == {t: s[f"cache_hit_tokens_{t}"] for t in ("device", "host", "disk")}
+    assert s["prefix_cache_hits_by_tier"] == {
+        t: s[f"cache_hit_tokens_{t}"] for t in ("device", "host", "disk", "remote")
+    }
     assert sum(s["prefix_cache_hits_by_tier"].values()) == s["prefix_cache_hits"]
     assert s["hicache_bytes_used_device"] == (POOL - s["available_tokens"]) * 2048  # tiny: 2 KiB a token
     assert s["hicache_bytes_used_host"] == s["hicache_host_used_tokens"] * 2048 > 0

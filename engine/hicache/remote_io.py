@@ -1,0 +1,252 @@
+"""HiCache's remote tier: KV blocks in a store that every worker of the model shares (a
+`StorageBackend`, e.g. Redis), one tier below the local disk.
+
+Blocks and keys are the disk tier's: `DISK_BLOCK_TOKENS`-token blocks named by hashes chained over
+the tokens, the tenant namespace and the KV fingerprint (model, KV dtype and layout, FP8 scales,
+tp_size and rank), so workers share exactly the blocks that give the same tokens and a tenant never
+sees another's. A value is the disk tier's entry format with the fingerprint in its header too; one
+that fails its checksum, is truncated, or names another key, fingerprint, dtype or shape is a miss
+(`num_read_failures`) and is overwritten by the next write of that block.
+
+Nothing here touches the network on the engine thread:
+- reads: the first time the scheduler looks at a request, a reader-thread job asks the store which
+  blocks past the in-memory and disk prefix exist (one round trip for all of them) and fetches the
+  leading ones. The request waits in the queue meanwhile, at most `timeout_s`; after that its
+  remote part is a miss and it is recomputed.
+- writes: a block's KV is copied out of the pools on the engine thread (as for the disk), then
+  encoded and sent by the writer thread. At most `max_pending_blocks` wait; more are dropped
+  (`num_writes_dropped`), so a slow store costs hits, never memory or time.
+- while the store is down (`StorageBackend.is_up`), reads and writes are skipped altogether.
+Blocks this worker wrote or read are remembered (`_known`, bounded) and not sent again; the memory
+is dropped at each outage, since a restarted store comes back empty.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+import torch
+
+from ..kvcache.kv_pool import KVPool
+from ..kvcache.radix_cache import TreeNode
+from .disk_io import DiskLoad, gather_kv, kv_fingerprint, kv_needs_calibration, path_slots
+from .disk_store import chain_keys, decode_block, encode_block
+from .host_pool import HostPool
+from .storage_backend import StorageBackend, StoreUnavailable
+
+_MAX_KNOWN_KEYS = 1 << 16
+
+
+@dataclass
+class _Fetch:
+    first_block: int
+    future: Future
+    deadline: float  # time.monotonic() after which the request stops waiting for it
+
+
+class RemoteIO:
+    def __init__(
+        self,
+        backend: StorageBackend,
+        device: KVPool,
+        host: HostPool,
+        model_path: str,
+        block_size: int,
+        timeout_s: float,
+        tp: tuple[int, int] = (1, 0),
+        max_pending_blocks: int = 64,
+    ):
+        self.backend = backend
+        self.device = device
+        self.host = host
+        self.block_size = block_size
+        self.timeout_s = timeout_s
+        self.max_pending_blocks = max_pending_blocks
+        self.dtype = device.k_buffers[0].dtype
+        # k and v of a block: [num_layers, block_size, *per-token shape]
+        self.block_shape = (device.num_layers, block_size, *device.k_buffers[0].shape[1:])
+        self._model_path = model_path
+        self._tp = tp
+        self.fingerprint: str | None = None  # set once the KV layout is final (FP8 calibrated)
+        self._fetches: dict[str, _Fetch] = {}
+        self._keys: dict[str, tuple[int, list[str]]] = {}  # rid -> (num tokens, block keys)
+        self._known: OrderedDict[str, None] = OrderedDict()
+        self._known_generation = backend.generation
+        self._pending: set[str] = set()
+        self._futures: list[Future] = []
+        self._lock = threading.Lock()
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-remote-read")
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-remote-write")
+        self.num_backup_tokens = 0
+        self.num_read_failures = 0  # values that failed a check
+        self.num_write_failures = 0  # blocks whose write the store did not take
+        self.num_writes_dropped = 0  # blocks not sent: the store was down or the queue full
+        self.num_fetch_timeouts = 0  # requests that stopped waiting for a read
+
+    def ready_fingerprint(self) -> str | None:
+        if self.fingerprint is None and not kv_needs_calibration(self.device):
+            self.fingerprint = kv_fingerprint(self._model_path, self.device, *self._tp)
+        return self.fingerprint
+
+    # ---- reads (engine thread) ----------------------------------------------------------------
+    def match(self, rid: str, tokens: Sequence[int], namespace: Hashable, num_in_memory: int) -> DiskLoad | bool | None:
+        """The remote part of a prefix past the `num_in_memory` tokens found on device, host and
+        disk: a DiskLoad once its blocks are fetched, True while they are being fetched (the
+        request waits), None when the store has nothing more or took longer than `timeout_s`."""
+        fingerprint = self.ready_fingerprint()
+        if fingerprint is None:
+            return None
+        bs = self.block_size
+        f = self._fetches.get(rid)
+        if f is None:
+            cached = self._keys.get(rid)
+            if cached is None or cached[0] != len(tokens):
+                cached = self._keys[rid] = (len(tokens), chain_keys(list(tokens), namespace, fingerprint, bs))
+            first = num_in_memory // bs
+            if first >= len(cached[1]) or not self.backend.is_up:
+                return None
+            future = self._reader.submit(self._fetch, cached[1][first:])
+            self._track(future)
+            self._fetches[rid] = _Fetch(first, future, time.monotonic() + self.timeout_s)
+            return True
+        if not f.future.done():
+            if time.monotonic() < f.deadline:
+                return True
+            if f.deadline != float("inf"):
+                f.deadline = float("inf")  # given up on; counted once
+                self.num_fetch_timeouts += 1
+            return None
+        if f.deadline == float("inf"):
+            return None
+        blocks = f.future.result()
+        start = f.first_block * bs
+        end = start + len(blocks) * bs
+        if start > num_in_memory or end <= num_in_memory:
+            return None
+        return DiskLoad(blocks, num_in_memory - start, end - num_in_memory)
+
+    def _fetch(self, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Reader thread: the leading stored blocks of `keys`, checked; stops at the first miss."""
+        try:
+            present = self.backend.exists(keys)
+            n = next((i for i, p in enumerate(present) if not p), len(keys))
+            values = self.backend.get(keys[:n]) if n else []
+        except StoreUnavailable:
+            return []
+        blocks = []
+        header = {"fingerprint": self.fingerprint}
+        for key, value in zip(keys, values, strict=False):
+            block = None if value is None else decode_block(value, {**header, "key": key}, self.dtype, self.block_shape)
+            if block is None:
+                if value is not None:  # None: evicted between the two calls
+                    self.num_read_failures += 1
+                break
+            blocks.append(block)
+            self._remember(key)
+        return blocks
+
+    def wait(self, timeout: float) -> None:
+        """Blocks until some fetch finishes (or `timeout`), when the loop has nothing else to run."""
+        pending = [f.future for f in self._fetches.values() if not f.future.done()]
+        if pending:
+            wait(pending, timeout=timeout, return_when="FIRST_COMPLETED")
+
+    def forget(self, rid: str) -> None:
+        """The request was admitted, finished or aborted: drops its fetch and keys."""
+        f = self._fetches.pop(rid, None)
+        if f is not None:
+            f.future.cancel()  # not started yet: never runs
+        self._keys.pop(rid, None)
+
+    # ---- writes -------------------------------------------------------------------------------
+    def _is_known(self, key: str) -> bool:
+        with self._lock:
+            if self.backend.generation != self._known_generation:
+                self._known.clear()  # an outage: the store may have restarted empty
+                self._known_generation = self.backend.generation
+            return key in self._known
+
+    def _remember(self, key: str) -> None:
+        with self._lock:
+            self._known[key] = None
+            self._known.move_to_end(key)
+            if len(self._known) > _MAX_KNOWN_KEYS:
+                self._known.popitem(last=False)
+
+    def write_path(self, path: list[TreeNode], namespace: Hashable) -> None:
+        """Queues the full blocks of the tokens along `path` (root first) not known to be stored."""
+        fingerprint = self.ready_fingerprint()
+        if fingerprint is None:
+            return
+        bs = self.block_size
+        keys = chain_keys([t for n in path for t in n.key], namespace, fingerprint, bs)
+        with self._lock:
+            pending = set(self._pending)
+        todo = [j for j, key in enumerate(keys) if key not in pending and not self._is_known(key)]
+        if not todo:
+            return
+        room = self.max_pending_blocks - len(pending) if self.backend.is_up else 0
+        self.num_writes_dropped += max(0, len(todo) - max(room, 0))
+        todo = todo[: max(room, 0)]
+        if not todo:
+            return
+        where = path_slots(path)
+        blocks = [(keys[j], *gather_kv(self.device, self.host, where[j * bs : (j + 1) * bs])) for j in todo]
+        with self._lock:
+            self._pending.update(key for key, _, _ in blocks)
+        self._track(self._writer.submit(self._send, blocks))
+
+    def _send(self, blocks: list[tuple[str, torch.Tensor, torch.Tensor]]) -> None:
+        """Writer thread: encodes and stores the blocks in one round trip."""
+        try:
+            header = {"fingerprint": self.fingerprint}
+            items = [(key, b"".join(encode_block({**header, "key": key}, k, v))) for key, k, v in blocks]
+            self.backend.set(items)
+            for key, _, _ in blocks:
+                self._remember(key)
+            self.num_backup_tokens += len(blocks) * self.block_size
+        except StoreUnavailable:
+            self.num_write_failures += len(blocks)  # costs hits on other workers, never an answer
+        finally:
+            with self._lock:
+                self._pending.difference_update(key for key, _, _ in blocks)
+
+    def _track(self, future: Future) -> None:
+        with self._lock:
+            self._futures = [f for f in self._futures if not f.done()] + [future]
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def drain(self, timeout: float = 30.0) -> None:
+        """Waits for every background read and write to finish (each is bounded by the store's timeout)."""
+        with self._lock:
+            futures = list(self._futures)
+        _, not_done = wait(futures, timeout=timeout)
+        assert not not_done, f"{len(not_done)} HiCache remote operations still running after {timeout}s"
+
+    def check_idle(self) -> None:
+        assert not self._fetches, f"{len(self._fetches)} remote fetches held while idle"
+        self.drain()
+        assert not self._pending, "remote writes still pending while idle"
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "hicache_remote_backend": self.backend.name,
+            "hicache_remote_up": int(self.backend.is_up),
+            "hicache_remote_outages": self.backend.generation,
+            "hicache_backup_tokens_remote": self.num_backup_tokens,
+            "hicache_remote_read_failures": self.num_read_failures,
+            "hicache_remote_write_failures": self.num_write_failures,
+            "hicache_remote_writes_dropped": self.num_writes_dropped,
+            "hicache_remote_fetch_timeouts": self.num_fetch_timeouts,
+        }
+
+    def close(self) -> None:
+        """Finishes queued writes (each bounded by the store's timeout), stops the threads."""
+        self._reader.shutdown(wait=True, cancel_futures=True)
+        self._writer.shutdown(wait=True)
+        self.backend.close()
