@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser serve test bench demo clean
+.PHONY: install browser redis serve test bench demo clean
 
 install: $(STAMP)
 
@@ -21,10 +21,15 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed: the dashboard screenshot test will skip"
 
+# Debian's redis-server for HiCache's remote-tier tests (CI runs as root; on CI=true those tests fail without it).
+redis:
+	@command -v redis-server >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq redis-server >/dev/null) || echo "redis-server not installed: the remote-tier tests will skip (fail on CI)"
+
 serve: install
 	$(BIN)/radixgate serve $(ARGS)
 
-test: install browser
+test: install browser redis
 	$(BIN)/python -m pytest -q $(ARGS)
 
 bench: install
