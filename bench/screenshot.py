@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from radixgate._wire import RequestTags
 from radixgate.gateway.server_process import ServerProcess
 
 from .blank_page import PngSummary, summarize_png
@@ -87,12 +88,7 @@ def run_workload(base_url: str, api_key: str | None = None, rounds: int = 3, pau
                         if template.startswith("bad")
                         else f"{static} {question}"
                     )
-                    metadata = {
-                        "prompt_template": template,
-                        "prompt_source": source,
-                        "static_prefix_hash": f"{template}-v1",
-                        "static_prefix_chars": str(len(static)),
-                    }
+                    metadata = RequestTags(template, source, f"{template}-v1", len(static)).to_metadata()
                     r = client.post(
                         "/v1/completions",
                         json={

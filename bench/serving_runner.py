@@ -22,7 +22,7 @@ from radixgate._async_client import AsyncClient
 from radixgate._exceptions import APIError
 from radixgate._prompt import Prompt
 from radixgate._segments import Message
-from radixgate._tokens import encode
+from radixgate._wire import PROMPT_SOURCE, encode
 
 from .workloads import BenchRequest, Workload
 
@@ -137,7 +137,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
 async def _send(client: AsyncClient, request: BenchRequest, max_tokens: int) -> RequestResult:
     result = RequestResult()
     start = time.perf_counter()
-    source = {"prompt_source": "radixgate bench serving"}
+    source = {PROMPT_SOURCE: "radixgate bench serving"}
     try:
         if request.api == "completion":
             stream = await client.complete_stream(

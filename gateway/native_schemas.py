@@ -6,6 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from radixgate._wire import TemplateStats
+
 TokenId = Annotated[int, Field(ge=0)]
 
 
@@ -62,24 +64,10 @@ class FlushCacheResponse(BaseModel):
     message: str
 
 
-class TemplateStatsRow(BaseModel):
-    """One row of `/v1/prompt_stats` (no prompt text)."""
-
-    template: str
-    source: str | None
-    requests: int
-    prompt_tokens: int
-    cached_tokens: int
-    hit_rate: float
-    static_prefix_tokens: int
-    distinct_static_prefixes: int
-    recomputed_static_tokens: int
-    recomputed_tokens: int
-    mean_ttft_ms: float | None
-
-
 class PromptStatsResponse(BaseModel):
-    templates: list[TemplateStatsRow]
+    """`/v1/prompt_stats`: one row per template (`radixgate._wire.TemplateStats`, no prompt text)."""
+
+    templates: list[TemplateStats]
 
 
 class ServerInfo(BaseModel):

@@ -218,7 +218,7 @@ def _short_prefix(site: Site, minimum: int) -> Finding | None:
     chars = sum(p.chars for p in head)
     if not chars:
         return None
-    from .tokens import count_tokens
+    from radixgate._wire import count_tokens
 
     known = "".join(p.label for p in head)
     tokens = count_tokens(known) + max(0, chars - len(known)) // 4

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+from radixgate._wire import PROMPT_STATS_PATH, TemplateStats
+
 from .rules import MeasuredWaste
 from .violation import Measured, Violation
 
@@ -21,44 +23,41 @@ class StatsError(Exception):
     """The statistics could not be read; the message says from where and why."""
 
 
-class TemplateStats(NamedTuple):
-    template: str
+class SourcedTemplate(NamedTuple):
+    """A `/v1/prompt_stats` row whose `source` names a call site (`path:line`)."""
+
+    row: TemplateStats
     path: str
     line: int
-    requests: int
-    prompt_tokens: int
-    cached_tokens: int
-    hit_rate: float
-    static_prefix_tokens: int
-    distinct_static_prefixes: int
 
     @property
     def recomputed(self) -> int:
-        return max(0, self.prompt_tokens - self.cached_tokens)
+        return max(0, self.row.prompt_tokens - self.row.cached_tokens)
 
     @property
     def ideal_hit_rate(self) -> float:
         """The hit rate the static prefix allows: every request after the first per distinct
         prefix reads the prefix from cache."""
-        if self.prompt_tokens <= 0:
+        row = self.row
+        if row.prompt_tokens <= 0:
             return 0.0
-        misses = max(1, self.distinct_static_prefixes)  # each distinct prefix is computed once
-        reusable = self.static_prefix_tokens * max(0, self.requests - misses)
-        return min(1.0, reusable / self.prompt_tokens)
+        misses = max(1, row.distinct_static_prefixes)  # each distinct prefix is computed once
+        reusable = row.static_prefix_tokens * max(0, row.requests - misses)
+        return min(1.0, reusable / row.prompt_tokens)
 
     def measured(self) -> Measured:
-        return Measured(self.template, self.requests, self.hit_rate, self.recomputed)
+        return Measured(self.row.template, self.row.requests, self.row.hit_rate, self.recomputed)
 
 
 def stats_url(where: str) -> str:
     """`http://host:port`, `.../v1` or the full endpoint -> the `/v1/prompt_stats` URL."""
     url = where.rstrip("/")
-    if url.endswith("/prompt_stats"):
+    if url.endswith(PROMPT_STATS_PATH.removeprefix("/v1")):
         return url
-    return url + ("/prompt_stats" if url.endswith("/v1") else "/v1/prompt_stats")
+    return url.removesuffix("/v1") + PROMPT_STATS_PATH
 
 
-def load(where: str, api_key: str | None = None, timeout: float = 10.0) -> list[TemplateStats]:
+def load(where: str, api_key: str | None = None, timeout: float = 10.0) -> list[SourcedTemplate]:
     """Templates from a URL (the gateway, or its `/v1/prompt_stats`) or a saved JSON file.
     With `api_key` (a gateway with tenants), the statistics of that key's tenant."""
     if where.startswith(("http://", "https://")):
@@ -80,31 +79,19 @@ def load(where: str, api_key: str | None = None, timeout: float = 10.0) -> list[
     return parse(data, where)
 
 
-def parse(data: object, where: str = "statistics") -> list[TemplateStats]:
+def parse(data: object, where: str = "statistics") -> list[SourcedTemplate]:
     if not isinstance(data, dict) or not isinstance(data.get("templates"), list):
         raise StatsError(f"{where}: expected an object with a `templates` list")
     out = []
     for item in data["templates"]:
         try:
-            source = str(item.get("source") or "")
-            path, _, line = source.rpartition(":")
-            if not path or not line.isdigit():
-                continue  # untagged traffic has no call site
-            out.append(
-                TemplateStats(
-                    str(item.get("template", "")),
-                    path.replace("\\", "/"),
-                    int(line),
-                    int(item["requests"]),
-                    int(item["prompt_tokens"]),
-                    int(item["cached_tokens"]),
-                    float(item["hit_rate"]),
-                    int(item.get("static_prefix_tokens", 0)),
-                    int(item.get("distinct_static_prefixes", 1)),
-                )
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            row = TemplateStats.from_json(item)
+        except (KeyError, TypeError, ValueError) as exc:
             raise StatsError(f"{where}: malformed template entry {item!r}: {exc}") from None
+        path, _, line = (row.source or "").rpartition(":")
+        if not path or not line.isdigit():
+            continue  # untagged traffic has no call site
+        out.append(SourcedTemplate(row, path.replace("\\", "/"), int(line)))
     return out
 
 
@@ -117,7 +104,7 @@ def same_file(filename: str, path: str) -> bool:
     return n > 0 and a[-n:] == b[-n:]
 
 
-def _matches(v: Violation, t: TemplateStats) -> bool:
+def _matches(v: Violation, t: SourcedTemplate) -> bool:
     if not same_file(v.filename, t.path):
         return False
     start, end = v.span or (v.row, v.end_row)
@@ -125,7 +112,7 @@ def _matches(v: Violation, t: TemplateStats) -> bool:
 
 
 def apply(
-    violations: list[Violation], templates: list[TemplateStats], filenames: list[str], enabled: bool = True
+    violations: list[Violation], templates: list[SourcedTemplate], filenames: list[str], enabled: bool = True
 ) -> list[Violation]:
     """Attach measurements, add KV901 findings (when `enabled`), and order by measured waste."""
     matched: set[int] = set()
@@ -143,23 +130,24 @@ def apply(
     return measured + [v for v in out if not v.measured]
 
 
-def _unexplained(templates: list[TemplateStats], matched: set[int], filenames: list[str]) -> list[Violation]:
+def _unexplained(templates: list[SourcedTemplate], matched: set[int], filenames: list[str]) -> list[Violation]:
     rule = MeasuredWaste()
     out = []
     for i, t in enumerate(templates):
-        if i in matched or t.requests < 2:
+        if i in matched or t.row.requests < 2:
             continue
         ideal = t.ideal_hit_rate
-        if ideal - t.hit_rate < 0.2 and t.hit_rate >= ideal / 2:
+        if ideal - t.row.hit_rate < 0.2 and t.row.hit_rate >= ideal / 2:
             continue
         filename = next((f for f in filenames if same_file(f, t.path)), None)
         if filename is None:
             continue
+        distinct = t.row.distinct_static_prefixes
         message = (
-            rule.format(hit_rate=t.hit_rate, requests=t.requests)
-            + f" against an ideal {ideal:.0%} for its {t.static_prefix_tokens:,}-token "
+            rule.format(hit_rate=t.row.hit_rate, requests=t.row.requests)
+            + f" against an ideal {ideal:.0%} for its {t.row.static_prefix_tokens:,}-token "
             f"static prefix: {t.recomputed:,} prompt tokens recomputed"
-            + (f" ({t.distinct_static_prefixes} distinct static prefixes)" if t.distinct_static_prefixes > 1 else "")
+            + (f" ({distinct} distinct static prefixes)" if distinct > 1 else "")
         )
         out.append(
             Violation(

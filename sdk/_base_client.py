@@ -20,8 +20,9 @@ import httpx
 from . import __version__
 from ._callsite import call_site
 from ._exceptions import APIResponseValidationError, status_error
-from ._prompt import Prompt, prefix_hash
+from ._prompt import Prompt
 from ._segments import Message
+from ._wire import RequestTags
 
 __all__ = ["DEFAULT_BASE_URL", "ChatInput", "CompletionInput", "ClientOptions", "RETRY_STATUSES"]
 
@@ -71,12 +72,7 @@ class ClientOptions:
 def _plain_messages_metadata(messages: Sequence[Message], source: str) -> dict[str, str]:
     """Plain messages have no declared static part; their leading system messages stand in for it."""
     static = "\n\n".join(m["content"] for m in _leading_system(messages) if isinstance(m.get("content"), str))
-    return {
-        "prompt_template": source,
-        "prompt_source": source,
-        "static_prefix_hash": prefix_hash(static),
-        "static_prefix_chars": str(len(static)),
-    }
+    return RequestTags.for_static_text(source, source, static).to_metadata()
 
 
 def _leading_system(messages: Sequence[Message]) -> list[Message]:
@@ -89,11 +85,11 @@ def _leading_system(messages: Sequence[Message]) -> list[Message]:
 
 
 def request_metadata(prompt: ChatInput | str, source: str, extra: Mapping[str, str] | None) -> dict[str, str]:
-    """The DESIGN.md metadata for one request, with the caller's `extra` entries on top."""
+    """The request metadata (`radixgate._wire.RequestTags`), with the caller's `extra` entries on top."""
     if isinstance(prompt, Prompt):
         metadata = prompt.metadata(source=source)
     elif isinstance(prompt, str):
-        metadata = {"prompt_template": source, "prompt_source": source}
+        metadata = RequestTags(source, source).to_metadata()
     else:
         metadata = _plain_messages_metadata(prompt, source)
     if extra:

@@ -14,22 +14,16 @@ messages, then one user message holding the TURN segments. Within a level, decla
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
 from ._callsite import call_site, warn_at_call_site
 from ._exceptions import ShortStaticPrefixWarning, VolatileStaticSegmentWarning
 from ._segments import Message, Segment, Volatility, find_volatile
-from ._tokens import OPENAI_MIN_CACHE_TOKENS, count_tokens
+from ._wire import OPENAI_MIN_CACHE_TOKENS, RequestTags, count_tokens, prefix_hash
 
 __all__ = ["Prompt", "prefix_hash"]
 
 _SEPARATOR = "\n\n"
-
-
-def prefix_hash(static_text: str) -> str:
-    """The `static_prefix_hash` the SDK sends: the first 16 hex digits of the text's SHA-256."""
-    return hashlib.sha256(static_text.encode("utf-8")).hexdigest()[:16]
 
 
 class Prompt:
@@ -132,13 +126,9 @@ class Prompt:
         return _SEPARATOR.join(parts)
 
     def metadata(self, *, source: str | None = None) -> dict[str, str]:
-        """The DESIGN.md request metadata; `source` defaults to the caller's ``path:line``."""
-        return {
-            "prompt_template": self._template,
-            "prompt_source": source if source is not None else call_site(),
-            "static_prefix_hash": self.static_prefix_hash,
-            "static_prefix_chars": str(self.static_prefix_chars),
-        }
+        """The request metadata (`radixgate._wire.RequestTags`); `source` defaults to the caller's ``path:line``."""
+        source = source if source is not None else call_site()
+        return RequestTags(self._template, source, self.static_prefix_hash, self.static_prefix_chars).to_metadata()
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Prompt) and (self._template, self.segments) == (other._template, other.segments)

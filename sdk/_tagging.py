@@ -4,7 +4,7 @@
     import radixgate
     client = OpenAI(base_url=..., http_client=radixgate.tagging_http_client())
 
-Every JSON request the client sends gains the DESIGN.md `metadata` keys `prompt_template` (the
+Every JSON request the client sends gains the `metadata` keys `prompt_template` (the
 calling function's name) and `prompt_source` (`path:line` of the application line that made the
 call), unless the request already carries them, so radixgate's gateway can attribute hit rates to
 that line and promptlint can rank its findings by them. The body is otherwise sent byte for byte.
@@ -19,6 +19,7 @@ import sysconfig
 import httpx
 
 from ._callsite import _display_path, _user_frame
+from ._wire import PROMPT_SOURCE, PROMPT_TEMPLATE
 
 _SKIPPED_DIRS = tuple(
     {
@@ -49,13 +50,13 @@ def _tag(request: httpx.Request) -> httpx.Request:
     if not isinstance(body, dict) or frame is None:
         return request
     metadata = dict(body.get("metadata") or {})
-    if "prompt_source" in metadata:
+    if PROMPT_SOURCE in metadata:
         return request
     name = frame.f_code.co_name
     if name == "<module>":
         name = os.path.splitext(os.path.basename(frame.f_code.co_filename))[0]
-    metadata.setdefault("prompt_template", name)
-    metadata["prompt_source"] = f"{_display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+    metadata.setdefault(PROMPT_TEMPLATE, name)
+    metadata[PROMPT_SOURCE] = f"{_display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
     body["metadata"] = metadata
     headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
     return httpx.Request(

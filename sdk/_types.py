@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ._wire import TemplateStats
+
 __all__ = [
     "Usage",
     "PromptTokensDetails",
@@ -168,22 +170,8 @@ class ServerInfo(_Model):
             raise KeyError(key) from None
 
 
-class TemplateStats(_Model):
-    """Per-template statistics from ``GET /v1/prompt_stats`` (no prompt text)."""
-
-    template: str
-    source: str | None = None
-    requests: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    hit_rate: float = 0.0
-    static_prefix_tokens: int | None = None
-    distinct_static_prefixes: int | None = None
-    recomputed_static_tokens: int | None = None
-
-
 class PromptStats(_Model):
-    """``GET /v1/prompt_stats``."""
+    """``GET /v1/prompt_stats``: one `TemplateStats` row per template, most wasteful first."""
 
     templates: list[TemplateStats] = []
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from radixgate._tokens import encode
+from radixgate._wire import encode
 
 
 def chat_tokens(messages: list[dict[str, Any]]) -> list[int]:
