@@ -19,12 +19,14 @@ from .metrics import Metrics
 from .middleware import AuthMiddleware, BodyLimitMiddleware
 from .prompt_stats import PromptStats
 from .rate_limit import RateLimiter
+from .routes_admin import router as admin_router
 from .routes_native import router as native_router
 from .routes_openai import router as openai_router
 from .state import AppState
 from .telemetry import make_tracer
 from .timeseries import TimeSeries
-from .worker import LocalWorker, Worker
+from .worker import Worker
+from .worker_pool import build_worker
 
 HISTORY_SAMPLE_S = 1.0
 
@@ -32,13 +34,14 @@ HISTORY_SAMPLE_S = 1.0
 def create_app(
     config: GatewayConfig, worker: Worker | None = None, span_exporter: SpanExporter | None = None
 ) -> FastAPI:
-    """Build the gateway. Without `worker`, an engine is built from `config.engine` and the app
-    shuts it down on exit; a worker passed in stays the caller's to close (tests share one)."""
+    """Build the gateway. Without `worker`, the app builds one from the config (the co-located
+    engine from `config.engine`, or a pool over `config.workers` / `config.dp_size` engines) and
+    closes it on exit; a worker passed in stays the caller's to close (tests share one)."""
     owns_worker = worker is None
     if worker is None:
-        if config.engine is None:
-            raise ValueError("create_app needs a worker or config.engine (an EngineConfig)")
-        worker = LocalWorker.from_config(config.engine)
+        if config.engine is None and not config.workers:
+            raise ValueError("create_app needs a worker, config.engine (an EngineConfig) or config.workers")
+        worker = build_worker(config)
     tracer, provider = make_tracer(span_exporter)
     holder: dict[str, AppState] = {}
     metrics = Metrics(
@@ -50,7 +53,7 @@ def create_app(
     state = AppState(
         config=config,
         worker=worker,
-        auth=Authenticator(config.api_keys),
+        auth=Authenticator(config.api_keys, config.admin_api_keys, config.worker_api_key),
         limiter=RateLimiter(config.rate_limit_rpm, config.rate_limit_tpm),
         metrics=metrics,
         tracer=tracer,
@@ -63,10 +66,15 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        start, stop = getattr(state.worker, "start", None), getattr(state.worker, "stop", None)
+        if start is not None:  # optional lifecycle hooks: a pool's health checks
+            await start()
         sampler = asyncio.create_task(_sample_history(state))
         yield
         sampler.cancel()
         await asyncio.gather(sampler, return_exceptions=True)
+        if stop is not None:
+            await stop()
         if state.tracer_provider is not None:
             state.tracer_provider.shutdown()
         if state.owns_worker:
@@ -83,9 +91,10 @@ def create_app(
     app.include_router(openai_router)
     app.include_router(native_router)
     app.include_router(dashboard_router)
+    app.include_router(admin_router)
     # Starlette runs the last-added middleware first: auth, then the size limit, then routing.
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
-    app.add_middleware(AuthMiddleware, auth=state.auth)
+    app.add_middleware(AuthMiddleware, auth=state.auth, public_metrics=config.public_metrics)
     return app
 
 

@@ -1,54 +1,111 @@
-"""API keys and tenants. Each key maps to a tenant; the tenant, never the client, salts the cache."""
+"""API keys, tenants and roles. Each key maps to a tenant; the tenant, never the client, salts the cache.
+
+Roles: a `tenant` key reaches its own tenant's data only; an `admin` key also reaches the control
+plane (`/workers`, `/dashboard/data`, `/metrics`, a whole-cache `/flush_cache`). The `worker` role is
+the channel from a front gateway to this server (`--worker-api-key`): only on it may a request name
+the tenant and cache salt it runs under (the front gateway decided them from its own keys).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from .config import DEFAULT_TENANT
 from .errors import APIError
 
+ROLES = ("tenant", "admin")
+WORKER_ROLE = "worker"
+SALT_HEADER = "x-radixgate-cache-salt"
+TENANT_HEADER = "x-radixgate-tenant"
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    key: str
+    tenant: str
+    role: str = "tenant"
+
+
+def read_keys_file(path: str | Path) -> list[KeyEntry]:
+    """A JSON object (`{"KEY": "TENANT"}` or `{"KEY": {"tenant": ..., "role": "admin"}}`), or lines
+    of `KEY TENANT [ROLE]` (`#` starts a comment); ROLE is `tenant` (the default) or `admin`."""
+    text = Path(path).read_text(encoding="utf-8")
+    entries: list[KeyEntry] = []
+    if text.lstrip().startswith("{"):
+        for key, value in json.loads(text).items():
+            if isinstance(value, str):
+                entries.append(KeyEntry(key, value))
+            elif isinstance(value, dict) and isinstance(value.get("tenant"), str):
+                entries.append(KeyEntry(key, value["tenant"], str(value.get("role", "tenant"))))
+            else:
+                raise ValueError(f"{path}: each key maps to a tenant string or to {{'tenant': ..., 'role': ...}}")
+    else:
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            fields = line.split()
+            if len(fields) not in (2, 3):
+                raise ValueError(f"{path}:{number}: expected 'KEY TENANT [ROLE]', got {len(fields)} fields")
+            entries.append(KeyEntry(*fields))
+    for entry in entries:
+        if entry.role not in ROLES:
+            raise ValueError(f"{path}: key for tenant '{entry.tenant}' has role '{entry.role}'; use one of {ROLES}")
+    return entries
+
 
 def load_api_keys_file(path: str | Path) -> dict[str, str]:
-    """Read `key -> tenant` from a JSON object, or from lines of `KEY TENANT` (`#` starts a comment)."""
-    text = Path(path).read_text(encoding="utf-8")
-    if text.lstrip().startswith("{"):
-        data = json.loads(text)
-        if not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-            raise ValueError(f"{path}: the JSON object must map key strings to tenant strings")
-        return dict(data)
-    keys: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        fields = line.split()
-        if len(fields) != 2:
-            raise ValueError(f"{path}:{number}: expected 'KEY TENANT', got {len(fields)} fields")
-        keys[fields[0]] = fields[1]
-    return keys
+    """Read `key -> tenant` from a keys file (roles ignored)."""
+    return {e.key: e.tenant for e in read_keys_file(path)}
 
 
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-class Authenticator:
-    """Turns an `Authorization` header into a tenant name, or raises a 401 `APIError`."""
+class Tenant(str):
+    """A tenant name that carries the cache salt its channel decided."""
 
-    def __init__(self, api_keys: Mapping[str, str]) -> None:
+    cache_salt: str | None
+
+    def __new__(cls, name: str, cache_salt: str | None) -> Tenant:
+        tenant = super().__new__(cls, name)
+        tenant.cache_salt = cache_salt
+        return tenant
+
+
+@dataclass(frozen=True)
+class Identity:
+    tenant: str
+    role: str  # "tenant" | "admin" | "worker"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role in ("admin", WORKER_ROLE)
+
+
+class Authenticator:
+    """Turns an `Authorization` header into an `Identity`, or raises a 401 `APIError`."""
+
+    def __init__(
+        self, api_keys: Mapping[str, str], admin_keys: Collection[str] = (), worker_key: str | None = None
+    ) -> None:
         # Keys are held as digests so a lookup's timing says nothing about the key's characters.
         self._tenants = {_digest(key): tenant for key, tenant in api_keys.items()}
+        self._admins = {_digest(key) for key in admin_keys}
+        self._worker = _digest(worker_key) if worker_key else None
 
     @property
     def enabled(self) -> bool:
-        return bool(self._tenants)
+        return bool(self._tenants or self._admins or self._worker)
 
-    def tenant_for(self, authorization: str | None) -> str:
-        if not self._tenants:
-            return DEFAULT_TENANT
+    def identify(self, authorization: str | None) -> Identity:
+        if not self.enabled:
+            return Identity(DEFAULT_TENANT, "admin")
         if not authorization:
             raise APIError(
                 401,
@@ -57,14 +114,25 @@ class Authenticator:
                 headers={"WWW-Authenticate": "Bearer"},
             )
         scheme, _, key = authorization.partition(" ")
-        tenant = self._tenants.get(_digest(key.strip())) if scheme.lower() == "bearer" else None
-        if tenant is None:
-            raise APIError(
-                401, "incorrect API key provided", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
-            )
-        return tenant
+        digest = _digest(key.strip()) if scheme.lower() == "bearer" else b""
+        if digest and digest == self._worker:
+            return Identity(DEFAULT_TENANT, WORKER_ROLE)
+        tenant = self._tenants.get(digest)
+        if tenant is not None:
+            return Identity(tenant, "admin" if digest in self._admins else "tenant")
+        if digest in self._admins:
+            return Identity("admin", "admin")
+        raise APIError(
+            401, "incorrect API key provided", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
+        )
+
+    def tenant_for(self, authorization: str | None) -> str:
+        return self.identify(authorization).tenant
 
 
 def cache_salt_for(tenant: str, auth_enabled: bool) -> str | None:
-    """Without keys there is one tenant and no salt, so the cache is shared as in SGLang."""
+    """Without keys there is one tenant and no salt, so the cache is shared as in SGLang. A tenant
+    that came over the worker channel carries the salt the front gateway chose."""
+    if isinstance(tenant, Tenant):
+        return tenant.cache_salt
     return f"tenant:{tenant}" if auth_enabled else None

@@ -9,8 +9,10 @@ import socket
 import sys
 from typing import Any
 
-from .auth import load_api_keys_file
+from .auth import read_keys_file
 from .config import GatewayConfig
+from .remote_worker import parse_worker_url
+from .router import POLICIES
 
 # flag dest -> EngineConfig field; passed only when given, so the engine's defaults stay the defaults.
 ENGINE_FLAGS = (
@@ -29,6 +31,8 @@ ENGINE_FLAGS = (
     "enable_hicache",
     "hicache_ratio",
     "hicache_storage_dir",
+    "hicache_storage_backend",
+    "hicache_storage_backend_extra_config",
 )
 
 
@@ -61,9 +65,19 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--enable-hicache", action="store_true", default=None, help="spill KV to host memory / disk")
     e.add_argument("--hicache-ratio", type=float, default=None, help="host tier size / device tier size")
     e.add_argument("--hicache-storage-dir", default=None, help="folder for the disk tier")
+    e.add_argument(
+        "--hicache-storage-backend", default=None, choices=["redis"], help="remote tier shared by every worker"
+    )
+    e.add_argument(
+        "--hicache-storage-backend-extra-config",
+        default=None,
+        help='JSON: {"url": "redis://127.0.0.1:6379/0", "key_prefix": ..., "ttl_s": ..., "timeout_s": ...}',
+    )
     g = p.add_argument_group("gateway")
     g.add_argument("--api-key", default=None, help="one key; its tenant is 'default'")
-    g.add_argument("--api-keys-file", default=None, help="a JSON object or 'KEY TENANT' lines: one tenant per key")
+    g.add_argument(
+        "--api-keys-file", default=None, help="a JSON object or 'KEY TENANT [ROLE]' lines; ROLE is tenant or admin"
+    )
     g.add_argument("--rate-limit-rpm", type=int, default=None, help="requests per minute per tenant")
     g.add_argument("--rate-limit-tpm", type=int, default=None, help="tokens (prompt + output) per minute per tenant")
     g.add_argument("--max-queued-requests", type=int, default=None, help="beyond this many waiting, answer 503")
@@ -72,7 +86,41 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-requests", action="store_true", help="log prompt text (off by default)")
     g.add_argument("--enable-debug-endpoints", action="store_true", help="serve /debug/check_idle_invariant")
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    g.add_argument("--admin-api-key", action="append", default=[], help="a key with the admin role (repeatable)")
+    g.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
+    r = p.add_argument_group("routing (a gateway in front of several engines)")
+    r.add_argument(
+        "--worker",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="route to this worker instead of a co-located engine (repeatable): http://HOST:PORT for radixgate, "
+        "openai+http://... for any OpenAI-compatible server, vllm+http://... for vLLM",
+    )
+    r.add_argument("--workers-file", default=None, help="worker URLs, one a line ('#' starts a comment)")
+    r.add_argument("--dp-size", type=int, default=1, help="co-located engines behind the router (one per GPU)")
+    r.add_argument("--router-policy", default=None, choices=list(POLICIES), help="default: cache_aware")
+    r.add_argument(
+        "--worker-api-key",
+        default=None,
+        help="the key a front gateway and its radixgate workers share; only on it does a worker take a tenant's salt",
+    )
+    r.add_argument(
+        "--allow-unsalted-workers",
+        action="store_true",
+        help="send tenants' requests to workers that cannot keep tenants' caches apart",
+    )
     return p
+
+
+def worker_urls(args: argparse.Namespace) -> tuple[str, ...]:
+    urls = list(args.worker)
+    if args.workers_file:
+        with open(args.workers_file, encoding="utf-8") as f:
+            urls += [u for u in (line.split("#", 1)[0].strip() for line in f) if u]
+    for url in urls:
+        parse_worker_url(url)  # a bad URL fails at startup, with the accepted forms
+    return tuple(urls)
 
 
 def engine_config(args: argparse.Namespace) -> Any:
@@ -93,8 +141,12 @@ def engine_config(args: argparse.Namespace) -> Any:
 
 def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
     keys: dict[str, str] = {}
+    admins = set(args.admin_api_key)
     if args.api_keys_file:
-        keys.update(load_api_keys_file(args.api_keys_file))
+        for entry in read_keys_file(args.api_keys_file):
+            keys[entry.key] = entry.tenant
+            if entry.role == "admin":
+                admins.add(entry.key)
     if args.api_key:
         keys[args.api_key] = "default"
     return GatewayConfig(
@@ -110,6 +162,13 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         max_template_labels=args.max_template_labels,
         enable_debug_endpoints=args.enable_debug_endpoints,
         engine=engine,
+        admin_api_keys=frozenset(admins),
+        public_metrics=args.public_metrics,
+        worker_api_key=args.worker_api_key,
+        workers=worker_urls(args),
+        dp_size=args.dp_size,
+        router_policy=args.router_policy,
+        allow_unsalted_workers=args.allow_unsalted_workers,
     )
 
 
@@ -157,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"radixgate serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
-    app = create_app(config)  # loads the model
+    app = create_app(config)  # loads the model (a routing gateway: the tokenizer only)
     print_urls(args.host, sock.getsockname()[1], config.auth_enabled)
     uvicorn_config = uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5)
     server = uvicorn.Server(uvicorn_config)

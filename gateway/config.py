@@ -32,6 +32,18 @@ class GatewayConfig:
     dashboard_window_s: int = 300
     enable_debug_endpoints: bool = False
     engine: Any = None  # radixgate.engine.EngineConfig; used only when create_app builds the worker
+    # Keys with the admin role (also in `api_keys` when they have a tenant); see auth.py.
+    admin_api_keys: frozenset[str] = frozenset()
+    public_metrics: bool = False  # /metrics without a key even when keys are configured
+    # The channel from a front gateway to this server, or from this gateway to its workers.
+    worker_api_key: str | None = None
+    # Routing: remote workers (URLs; `openai+http://`, `vllm+http://` for foreign servers) and/or
+    # `dp_size` co-located engines. No workers and dp_size 1 is the single co-located engine.
+    workers: tuple[str, ...] = ()
+    dp_size: int = 1
+    router_policy: str | None = None  # default: cache_aware
+    allow_unsalted_workers: bool = False
+    health_check_interval_s: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("rate_limit_rpm", "rate_limit_tpm", "max_queued_requests"):
@@ -42,10 +54,19 @@ class GatewayConfig:
             raise ValueError(f"max_request_bytes must be >= 1024, got {self.max_request_bytes}")
         if self.max_template_labels < 1:
             raise ValueError(f"max_template_labels must be >= 1, got {self.max_template_labels}")
+        if self.dp_size < 1:
+            raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
+        if self.health_check_interval_s <= 0:
+            raise ValueError(f"health_check_interval_s must be > 0, got {self.health_check_interval_s}")
         for key, tenant in self.api_keys.items():
             if not key or not tenant:
                 raise ValueError("every API key needs a non-empty key and tenant name")
 
     @property
     def auth_enabled(self) -> bool:
-        return bool(self.api_keys)
+        return bool(self.api_keys or self.admin_api_keys)
+
+    @property
+    def is_routed(self) -> bool:
+        """A router in front of remote workers or several co-located engines."""
+        return bool(self.workers) or self.dp_size > 1

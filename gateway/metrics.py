@@ -88,11 +88,32 @@ class EngineCollector(Collector):
             "Requests admitted by the gateway, no token yet.",
             self._num_gateway_queued(),
         )
+        yield from self._per_worker(s.get("workers") or [])
         # The names Kubernetes inference gateways (Gateway API Inference Extension, llm-d) scrape.
         yield self._gauge("vllm:num_requests_waiting", "Requests waiting (vLLM name).", waiting)
         yield self._gauge("vllm:num_requests_running", "Requests running (vLLM name).", running)
         yield self._gauge("vllm:kv_cache_usage_perc", "KV cache usage, 0..1 (vLLM name).", usage)
         yield self._gauge("vllm:gpu_cache_usage_perc", "KV cache usage, 0..1 (older vLLM name).", usage)
+
+    def _per_worker(self, workers: list[dict[str, Any]]) -> Iterable[Metric]:
+        """A routing gateway's breakdown by worker (its responses' tokens, as the router saw them)."""
+        if not workers:
+            return
+        labels = ["model_name", "worker", "url"]
+        gauge, counter = GaugeMetricFamily, CounterMetricFamily
+        rows = (
+            ("radixgate:worker_healthy", "1 while the worker passes health checks.", "healthy", gauge),
+            ("radixgate:worker_in_flight_requests", "Requests in flight to the worker.", "in_flight", gauge),
+            ("radixgate:worker_requests", "Requests routed to the worker.", "requests", counter),
+            ("radixgate:worker_failed_requests", "Requests the worker failed.", "failed", counter),
+            ("radixgate:worker_prompt_tokens", "Prompt tokens served by the worker.", "prompt_tokens", counter),
+            ("radixgate:worker_cached_tokens", "Prompt tokens it served from cache.", "cached_tokens", counter),
+        )
+        for name, doc, key, kind in rows:
+            family = kind(name, doc, labels=labels)
+            for w in workers:
+                family.add_metric([self._model, str(w["id"]), str(w["url"])], float(w.get(key) or 0))
+            yield family
 
 
 class Metrics:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .auth import Authenticator
-from .config import DEFAULT_TENANT
+from .auth import SALT_HEADER, TENANT_HEADER, WORKER_ROLE, Authenticator, Identity, Tenant
 from .errors import APIError
 
 Scope = dict[str, Any]
@@ -21,6 +20,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # No key needed: liveness, and the dashboard's static shell (it holds no data; its fetches send the key).
 PUBLIC_PATHS = frozenset({"/health", "/dashboard"})
+# With keys configured, only an admin key (or the worker channel) reaches these.
+ADMIN_PATHS = ("/workers", "/dashboard/data")
 
 
 async def _send_error(send: Send, error: APIError) -> None:
@@ -30,23 +31,45 @@ async def _send_error(send: Send, error: APIError) -> None:
 
 
 class AuthMiddleware:
-    """Sets `scope["state"]["tenant"]` from the bearer key, or answers 401."""
+    """Sets `scope["state"]["tenant"]` and `["role"]` from the bearer key, or answers 401 (no or a
+    wrong key) or 403 (a tenant key on the control plane, or a salt header off the worker channel)."""
 
-    def __init__(self, app: ASGIApp, auth: Authenticator) -> None:
+    def __init__(self, app: ASGIApp, auth: Authenticator, public_metrics: bool = False) -> None:
         self.app = app
         self.auth = auth
+        self.public_metrics = public_metrics
+
+    def _is_admin_path(self, path: str) -> bool:
+        if path == "/metrics":
+            return not self.public_metrics
+        return any(path == p or path.startswith(p + "/") for p in ADMIN_PATHS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        tenant = DEFAULT_TENANT
-        if self.auth.enabled and scope["path"] not in PUBLIC_PATHS:
-            header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None)
-            try:
-                tenant = self.auth.tenant_for(header)
-            except APIError as error:
-                return await _send_error(send, error)
-        scope.setdefault("state", {})["tenant"] = tenant
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        path = scope["path"]
+        is_public = path in PUBLIC_PATHS or (path == "/metrics" and self.public_metrics)
+        try:
+            identity = Identity("default", "admin")
+            if self.auth.enabled and not is_public:
+                identity = self.auth.identify(headers.get("authorization"))
+            if self.auth.enabled and not is_public and self._is_admin_path(path) and not identity.is_admin:
+                raise APIError(403, f"{path} needs an admin API key", code="permission_denied")
+            tenant: str = identity.tenant
+            if identity.role == WORKER_ROLE:
+                tenant = Tenant(headers.get(TENANT_HEADER) or identity.tenant, headers.get(SALT_HEADER))
+            elif SALT_HEADER in headers:
+                raise APIError(
+                    403,
+                    "a cache salt is set by the gateway from your API key, never by a client; drop the "
+                    f"'{SALT_HEADER}' header",
+                    code="permission_denied",
+                )
+        except APIError as error:
+            return await _send_error(send, error)
+        state = scope.setdefault("state", {})
+        state["tenant"], state["role"] = tenant, identity.role
         await self.app(scope, receive, send)
 
 

@@ -126,12 +126,16 @@ async def health(request: Request) -> dict[str, str]:
 
 @router.post("/flush_cache", response_model=FlushCacheResponse, responses=ERRORS)
 async def flush_cache(request: Request) -> dict[str, Any]:
-    """Drop every cached prefix; refused (400) while requests are running."""
-    if not await asyncio.to_thread(state_of(request).worker.flush_cache):
+    """Drop cached prefixes: with a tenant key only that tenant's, with an admin key (or without
+    keys) every one; refused (400) while requests are using them."""
+    state = state_of(request)
+    role = getattr(request.state, "role", "admin")
+    cache_salt = state.cache_salt(request.state.tenant) if role != "admin" else None
+    if not await asyncio.to_thread(state.worker.flush_cache, cache_salt):
         raise APIError(
             400, "cannot flush the cache while requests are running; retry when the server is idle", code="cache_busy"
         )
-    return {"success": True, "message": "cache flushed"}
+    return {"success": True, "message": "cache flushed" if cache_salt is None else "this tenant's cache flushed"}
 
 
 def _server_info(request: Request) -> dict[str, Any]:
@@ -186,9 +190,10 @@ async def metrics(request: Request) -> Response:
 
 @router.get("/v1/prompt_stats", response_model=PromptStatsResponse, responses=ERRORS)
 async def prompt_stats(request: Request) -> dict[str, Any]:
-    """Per-template hit statistics, no prompt text. With API keys, only the caller's tenant."""
+    """Per-template hit statistics, no prompt text. With API keys, only the caller's tenant (an admin key: all)."""
     state = state_of(request)
-    return state.prompt_stats.snapshot(request.state.tenant if state.auth.enabled else None)
+    is_admin = getattr(request.state, "role", "admin") == "admin"
+    return state.prompt_stats.snapshot(request.state.tenant if state.auth.enabled and not is_admin else None)
 
 
 @router.get("/debug/check_idle_invariant", include_in_schema=False)

@@ -1,8 +1,10 @@
 """The one interface the routes use to reach an engine, and its co-located implementation.
 
 A worker takes token ids and sampling settings, streams deltas, aborts, reports stats and
-flushes its cache. `LocalWorker` wraps the in-process `radixgate.engine.Engine`; a later
-router can add workers that speak HTTP to other servers without touching the routes.
+flushes its cache. `LocalWorker` wraps the in-process `radixgate.engine.Engine`;
+`worker_pool.WorkerPool` routes over many workers (local or HTTP) behind the same interface,
+so no route knows which kind it talks to. A worker may also have `async start()` / `async
+stop()`, which the app's lifespan awaits (the pool's health checks run between them).
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ class WorkRequest:
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
     cache_salt: str | None = None
+    route_hint: str | None = None  # prompt_cache_key / static_prefix_hash: where a new prefix should go
+
+
+def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+    """The tokenizer's chat template with the generation prompt (shared by the engine and a router)."""
+    if getattr(tokenizer, "chat_template", None):
+        kwargs = {"tools": tools} if tools else {}
+        return tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **kwargs)
+    # A checkpoint without a chat template still gets a readable, stable prompt.
+    parts = [FALLBACK_CHAT_ROLE_TAG.format(role=m["role"], content=m["content"]) for m in messages]
+    return "".join(parts) + "<|assistant|>\n"
 
 
 class Output(Protocol):
@@ -73,7 +86,9 @@ class Worker(Protocol):
 
     def abort(self, rid: str) -> None: ...
     def stats(self) -> dict[str, Any]: ...
-    def flush_cache(self) -> bool: ...
+    def flush_cache(self, cache_salt: str | None = None) -> bool:
+        """Drop cached prefixes: every one, or only the namespace of `cache_salt` (one tenant's)."""
+
     def check_idle_invariant(self) -> None: ...
     def failure(self) -> str | None:
         """Why the worker can no longer serve, or None while it is healthy."""
@@ -103,14 +118,7 @@ class LocalWorker:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
-        if getattr(self.tokenizer, "chat_template", None):
-            kwargs = {"tools": tools} if tools else {}
-            return self.tokenizer.apply_chat_template(
-                list(messages), add_generation_prompt=True, tokenize=False, **kwargs
-            )
-        # A checkpoint without a chat template still gets a readable, stable prompt.
-        parts = [FALLBACK_CHAT_ROLE_TAG.format(role=m["role"], content=m["content"]) for m in messages]
-        return "".join(parts) + "<|assistant|>\n"
+        return render_chat(self.tokenizer, messages, tools)
 
     def _sampling(self, request: WorkRequest) -> Any:
         return self._sampling_cls(
@@ -142,8 +150,8 @@ class LocalWorker:
     def stats(self) -> dict[str, Any]:
         return dict(self.engine.stats())
 
-    def flush_cache(self) -> bool:
-        return bool(self.engine.flush_cache())
+    def flush_cache(self, cache_salt: str | None = None) -> bool:
+        return bool(self.engine.flush_cache(cache_salt) if cache_salt is not None else self.engine.flush_cache())
 
     def check_idle_invariant(self) -> None:
         self.engine.check_idle_invariant()

@@ -1,0 +1,154 @@
+"""Which worker serves a request: the routing policies and the approximate prefix index behind `cache_aware`.
+
+The index is the router's guess of what each worker holds, built from the token prefixes it
+routed there (it never sees an engine's evictions, so it models each pool as an LRU of the
+pool's capacity). Prefixes are chains of hashed blocks seeded with the tenant's cache salt, so a
+prefix routed under one salt is never a hit for another, as in the salted engine.
+
+`cache_aware` picks the worker with the lowest expected cost = prompt tokens it would prefill
++ the tokens it already has in flight (prefill still to do + tokens to decode). A guard keeps a
+hot prefix from piling onto one worker: a worker more than `balance_slack` requests above the
+least busy one is not a candidate. `route_hint` (OpenAI's `prompt_cache_key`, the SDK's
+`static_prefix_hash`) sends a prefix no worker holds yet to where that hint went before.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+POLICIES = ("round_robin", "least_load", "cache_aware")
+BLOCK_TOKENS = 16
+
+
+def block_hashes(input_ids: Sequence[int], cache_salt: str | None, block_tokens: int = BLOCK_TOKENS) -> list[int]:
+    """Chained hashes of the full blocks of `input_ids`; the chain starts from the salt, so two
+    tenants' identical prompts share no hash."""
+    h = hash(("radixgate-prefix", cache_salt))
+    hashes = []
+    for start in range(0, len(input_ids) - block_tokens + 1, block_tokens):
+        h = hash((h, tuple(input_ids[start : start + block_tokens])))
+        hashes.append(h)
+    return hashes
+
+
+class PrefixIndex:
+    """One worker's cached prefixes as the router believes them: an LRU set of block hashes,
+    at most `capacity_blocks` of them (the worker's KV capacity)."""
+
+    def __init__(self, capacity_blocks: int) -> None:
+        self.capacity_blocks = max(1, capacity_blocks)
+        self._blocks: OrderedDict[int, Hashable] = OrderedDict()  # hash -> salt, oldest first
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def match(self, hashes: Sequence[int]) -> int:
+        """How many leading blocks of a prompt the worker holds."""
+        n = 0
+        for h in hashes:
+            if h not in self._blocks:
+                break
+            n += 1
+        return n
+
+    def record(self, hashes: Sequence[int], cache_salt: str | None) -> None:
+        """The prompt was routed here: its blocks become most recent, the prefix's first block last,
+        so a shared prefix outlives the tails that hang off it; the oldest blocks beyond capacity go."""
+        for h in reversed(hashes):
+            if h in self._blocks:
+                self._blocks.move_to_end(h)
+            else:
+                self._blocks[h] = cache_salt
+        while len(self._blocks) > self.capacity_blocks:
+            self._blocks.popitem(last=False)
+
+    def clear(self, cache_salt: str | None = None, *, everything: bool = True) -> None:
+        """Forget every block, or (everything=False) only those of one salt."""
+        if everything:
+            self._blocks.clear()
+            return
+        for h in [h for h, salt in self._blocks.items() if salt == cache_salt]:
+            del self._blocks[h]
+
+
+@dataclass
+class Candidate:
+    """What the router knows of one worker: its index and the load it routed there."""
+
+    worker_id: str
+    index: PrefixIndex
+    num_requests: int = 0  # in flight through this gateway
+    num_tokens: int = 0  # of those: prompt tokens to prefill + tokens to decode
+
+
+@dataclass(frozen=True)
+class Choice:
+    worker_id: str
+    matched_tokens: int  # the router's estimate of the prefix the worker holds
+    cost_tokens: int  # expected tokens to prefill (for the request's own load accounting)
+
+
+@dataclass
+class Router:
+    """Stateless apart from the round-robin counter and the hints; the pool owns the candidates."""
+
+    policy: str = "cache_aware"
+    block_tokens: int = BLOCK_TOKENS
+    balance_slack: int = 2
+    max_hints: int = 100_000
+    _counter: itertools.count = field(default_factory=itertools.count)
+    _hints: OrderedDict[tuple[str | None, str], str] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown router policy '{self.policy}'; choose one of {', '.join(POLICIES)}")
+
+    def choose(
+        self,
+        candidates: Sequence[Candidate],
+        input_ids: Sequence[int],
+        cache_salt: str | None,
+        route_hint: str | None = None,
+    ) -> Choice:
+        """Pick one of `candidates` (non-empty) and record the prompt in its index."""
+        assert candidates, "choose needs at least one candidate"
+        hashes = block_hashes(input_ids, cache_salt, self.block_tokens)
+        matched = {c.worker_id: c.index.match(hashes) * self.block_tokens for c in candidates}
+        if self.policy == "round_robin":
+            chosen = candidates[next(self._counter) % len(candidates)]
+        elif self.policy == "least_load":
+            chosen = min(candidates, key=lambda c: (c.num_requests, c.num_tokens))
+        else:
+            chosen = self._cache_aware(candidates, matched, len(input_ids), cache_salt, route_hint)
+        chosen.index.record(hashes, cache_salt)
+        if route_hint is not None:
+            self._hints[(cache_salt, route_hint)] = chosen.worker_id
+            self._hints.move_to_end((cache_salt, route_hint))
+            if len(self._hints) > self.max_hints:
+                self._hints.popitem(last=False)
+        num_matched = matched[chosen.worker_id]
+        return Choice(chosen.worker_id, num_matched, max(0, len(input_ids) - num_matched))
+
+    def _cache_aware(
+        self,
+        candidates: Sequence[Candidate],
+        matched: dict[str, int],
+        num_tokens: int,
+        cache_salt: str | None,
+        route_hint: str | None,
+    ) -> Candidate:
+        least = min(c.num_requests for c in candidates)
+        allowed = [c for c in candidates if c.num_requests <= least + self.balance_slack]
+        if route_hint is not None and not any(matched[c.worker_id] for c in allowed):
+            hinted = self._hints.get((cache_salt, route_hint))
+            for c in allowed:
+                if c.worker_id == hinted:
+                    return c
+        return min(allowed, key=lambda c: (num_tokens - matched[c.worker_id] + c.num_tokens, c.num_requests))
+
+    def forget_worker(self, worker_id: str) -> None:
+        for key in [k for k, w in self._hints.items() if w == worker_id]:
+            del self._hints[key]

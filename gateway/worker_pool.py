@@ -1,0 +1,420 @@
+"""`WorkerPool`: many workers behind the one `Worker` interface the routes use.
+
+The pool tokenizes in front (tokenizer files only), asks the `Router` for a worker, streams from
+it, and keeps the set healthy:
+- health checks every `health_check_interval_s` (a radixgate worker's `/server_info` also gives
+  its stats and KV capacity); a worker that fails one is out until one succeeds, and comes back
+  with an empty prefix index (a restarted engine has an empty cache);
+- a request that fails before its first delta is retried on another worker; connection errors
+  open the worker's circuit at once, other failures after `CIRCUIT_FAILURES` in a row;
+- a request that fails mid-stream fails alone, with a clear error;
+- `drain(id)` stops new requests to a worker and removes it once its requests finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import APIError
+from .remote_worker import HTTPWorker, WorkerUnavailable, make_remote_worker, parse_worker_url
+from .router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
+from .worker import Delta, LocalWorker, WorkRequest, render_chat
+
+log = logging.getLogger("radixgate.gateway.pool")
+CIRCUIT_FAILURES = 3
+MAX_ATTEMPTS = 3
+DEFAULT_CAPACITY_TOKENS = 1 << 20  # until a worker reports its KV capacity
+ADDITIVE_STATS = (
+    "max_total_num_tokens",
+    "num_running_reqs",
+    "num_waiting_reqs",
+    "num_prompt_tokens",
+    "num_generation_tokens",
+    "num_finished_reqs",
+    "available_tokens",
+    "evictable_tokens",
+    "protected_tokens",
+)
+
+
+@dataclass
+class Member:
+    """One worker in the pool and what the gateway measured of it."""
+
+    worker_id: str
+    url: str
+    kind: str  # "local" | "radixgate" | "openai" | "vllm"
+    backend: Any  # LocalWorker | RadixgateWorker | OpenAIWorker
+    candidate: Candidate
+    is_healthy: bool = False
+    is_draining: bool = False
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    engine_stats: dict[str, Any] = field(default_factory=dict)
+    num_requests: int = 0
+    num_failed: int = 0
+    num_retried_away: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+
+    @property
+    def supports_salt(self) -> bool:
+        return self.kind == "local" or bool(self.backend.supports_salt)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "id": self.worker_id,
+            "url": self.url,
+            "kind": self.kind,
+            "healthy": self.is_healthy,
+            "draining": self.is_draining,
+            "in_flight": self.candidate.num_requests,
+            "in_flight_tokens": self.candidate.num_tokens,
+            "requests": self.num_requests,
+            "failed": self.num_failed,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "cache_hit_rate": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
+            "indexed_tokens": len(self.candidate.index) * BLOCK_TOKENS,
+            "max_total_num_tokens": self.engine_stats.get("max_total_num_tokens"),
+            "last_error": self.last_error,
+        }
+
+
+def load_front_tokenizer(model_path: str) -> Any:
+    """The tokenizer (and chat template) alone: the front gateway never loads weights."""
+    from transformers import AutoTokenizer
+
+    if model_path == "tiny":
+        from radixgate.engine.models.tiny import ensure_tiny_checkpoint
+
+        model_path = ensure_tiny_checkpoint()
+    return AutoTokenizer.from_pretrained(model_path)
+
+
+class WorkerPool:
+    """Routes each request to one of its members; implements the `Worker` interface."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        model_name: str,
+        *,
+        policy: str = "cache_aware",
+        worker_api_key: str | None = None,
+        allow_unsalted_workers: bool = False,
+        health_check_interval_s: float = 1.0,
+        context_len: int | None = None,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self._context_len = context_len
+        self.router = Router(policy)
+        self.worker_api_key = worker_api_key
+        self.allow_unsalted_workers = allow_unsalted_workers
+        self.health_check_interval_s = health_check_interval_s
+        self.members: dict[str, Member] = {}
+        self._next_id = 0
+        self._owner: dict[str, Member] = {}  # rid -> member streaming it
+        self._health_task: asyncio.Task[None] | None = None
+
+    # ---- membership ------------------------------------------------------------------------
+    def _new_id(self) -> str:
+        worker_id = f"w{self._next_id}"
+        self._next_id += 1
+        return worker_id
+
+    def add_local(self, worker: LocalWorker) -> Member:
+        capacity = int(worker.stats().get("max_total_num_tokens", DEFAULT_CAPACITY_TOKENS))
+        worker_id = self._new_id()
+        index = PrefixIndex(capacity // BLOCK_TOKENS)
+        member = Member(worker_id, f"local:{worker_id}", "local", worker, Candidate(worker_id, index))
+        member.is_healthy = worker.failure() is None
+        member.engine_stats = worker.stats()
+        self._context_len = min(self._context_len or worker.context_len, worker.context_len)
+        self.members[worker_id] = member
+        return member
+
+    def add_remote(self, url: str) -> Member:
+        """Adds an HTTP worker, unhealthy until its first health check passes."""
+        kind, _ = parse_worker_url(url)
+        if any(m.url == url and not m.is_draining for m in self.members.values()):
+            raise ValueError(f"worker {url} is already in the pool")
+        backend = make_remote_worker(url, self.worker_api_key, self.tokenize_output)
+        worker_id = self._new_id()
+        index = PrefixIndex(DEFAULT_CAPACITY_TOKENS // BLOCK_TOKENS)
+        member = Member(worker_id, url, kind, backend, Candidate(worker_id, index))
+        self.members[worker_id] = member
+        return member
+
+    def drain(self, worker_id: str) -> Member:
+        """No new requests go to the worker; it leaves the pool when its last request ends."""
+        member = self.members.get(worker_id)
+        if member is None:
+            raise KeyError(worker_id)
+        member.is_draining = True
+        self._remove_if_drained(member)
+        return member
+
+    def _remove_if_drained(self, member: Member) -> None:
+        if member.is_draining and member.candidate.num_requests == 0 and member.worker_id in self.members:
+            del self.members[member.worker_id]
+            self.router.forget_worker(member.worker_id)
+            if isinstance(member.backend, HTTPWorker):
+                task = asyncio.get_running_loop().create_task(member.backend.aclose())
+                task.add_done_callback(lambda t: t.exception())
+            else:
+                member.backend.close()
+
+    # ---- health ------------------------------------------------------------------------------
+    async def check_member(self, member: Member) -> bool:
+        """One health check; a worker coming back starts with an empty index (its cache is gone)."""
+        try:
+            if isinstance(member.backend, HTTPWorker):
+                stats = await member.backend.probe()
+            else:
+                failure = member.backend.failure()
+                if failure:
+                    raise RuntimeError(failure)
+                stats = member.backend.stats()
+        except Exception as exc:  # any failure to answer is a failed check
+            if member.is_healthy:
+                log.warning("worker %s (%s) failed its health check: %s", member.worker_id, member.url, exc)
+            member.is_healthy = False
+            member.last_error = f"{type(exc).__name__}: {exc}"
+            return False
+        if not member.is_healthy:
+            log.info("worker %s (%s) is healthy", member.worker_id, member.url)
+            member.candidate.index.clear()
+        member.is_healthy, member.consecutive_failures = True, 0
+        if stats:
+            member.engine_stats = stats
+            capacity = stats.get("max_total_num_tokens")
+            if capacity:
+                member.candidate.index.capacity_blocks = max(1, int(capacity) // BLOCK_TOKENS)
+            if stats.get("context_len"):
+                self._context_len = min(self._context_len or stats["context_len"], stats["context_len"])
+        return True
+
+    async def _health_loop(self) -> None:
+        while True:
+            await asyncio.gather(*(self.check_member(m) for m in list(self.members.values())))
+            await asyncio.sleep(self.health_check_interval_s)
+
+    async def start(self) -> None:
+        await asyncio.gather(*(self.check_member(m) for m in list(self.members.values())))
+        self._health_task = asyncio.create_task(self._health_loop())
+
+    async def stop(self) -> None:
+        if self._health_task is not None:
+            self._health_task.cancel()
+            await asyncio.gather(self._health_task, return_exceptions=True)
+        for member in self.members.values():
+            if isinstance(member.backend, HTTPWorker):
+                await member.backend.aclose()
+
+    # ---- the Worker interface ----------------------------------------------------------------
+    @property
+    def context_len(self) -> int:
+        return self._context_len or int(getattr(self.tokenizer, "model_max_length", 0) or 0) or 4096
+
+    def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+    def tokenize_output(self, text: str) -> list[int]:
+        return self.tokenize(text, add_special_tokens=False)
+
+    def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
+        return render_chat(self.tokenizer, messages, tools)
+
+    def validate(self, request: WorkRequest) -> None:
+        local = next((m.backend for m in self.members.values() if m.kind == "local"), None)
+        if local is not None:
+            local.validate(request)
+            return
+        if not request.input_ids:
+            raise ValueError("the prompt is empty; send at least one token")
+        if request.max_new_tokens < 1:
+            raise ValueError("max_tokens must be at least 1")
+        vocab = len(self.tokenizer)
+        if any(t >= vocab for t in request.input_ids):
+            raise ValueError(f"token ids must be below the vocabulary size {vocab}")
+
+    def _eligible(self, request: WorkRequest, tried: set[str]) -> list[Member]:
+        members = [
+            m
+            for m in self.members.values()
+            if m.is_healthy
+            and not m.is_draining
+            and m.worker_id not in tried
+            and m.consecutive_failures < CIRCUIT_FAILURES
+        ]
+        if request.cache_salt is not None and not self.allow_unsalted_workers:
+            salted = [m for m in members if m.supports_salt]
+            if members and not salted:
+                raise APIError(
+                    503,
+                    "no worker can keep this tenant's cache apart from other tenants (foreign workers take no "
+                    "salt, radixgate workers need --worker-api-key); start the gateway with "
+                    "--allow-unsalted-workers to share their caches across tenants",
+                    code="no_salted_worker",
+                    type="server_error",
+                )
+            members = salted
+        return members
+
+    async def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
+        """Stream from the chosen worker; before the first delta, a failing worker is skipped and
+        the request goes to another."""
+        tried: set[str] = set()
+        last_error = "no worker is healthy"
+        for _ in range(MAX_ATTEMPTS):
+            members = self._eligible(request, tried)
+            if not members:
+                break
+            choice = self.router.choose(
+                [m.candidate for m in members], request.input_ids, request.cache_salt, request.route_hint
+            )
+            member = self.members[choice.worker_id]
+            tried.add(member.worker_id)
+            load = choice.cost_tokens + request.max_new_tokens
+            member.candidate.num_requests += 1
+            member.candidate.num_tokens += load
+            member.num_requests += 1
+            self._owner[request.rid] = member
+            started = False
+            try:
+                async with aclosing(member.backend.stream(request)) as deltas:
+                    async for delta in deltas:
+                        started = True
+                        if delta.output is not None:
+                            member.prompt_tokens += delta.output.prompt_tokens
+                            member.cached_tokens += delta.output.cached_tokens
+                        yield delta
+                member.consecutive_failures = 0
+                return
+            except (WorkerUnavailable, RuntimeError) as exc:
+                member.num_failed += 1
+                member.last_error = str(exc)
+                if started:
+                    raise RuntimeError(f"worker {member.worker_id} ({member.url}): {exc}") from None
+                member.num_retried_away += 1
+                member.consecutive_failures += 1
+                if isinstance(exc.__cause__, Exception) and "Connect" in type(exc.__cause__).__name__:
+                    member.is_healthy = False  # refused: out until a health check passes
+                last_error = f"worker {member.worker_id} ({member.url}): {exc}"
+                log.warning("retrying request %s elsewhere: %s", request.rid, last_error)
+            finally:
+                member.candidate.num_requests -= 1
+                member.candidate.num_tokens -= load
+                self._owner.pop(request.rid, None)
+                self._remove_if_drained(member)
+        raise APIError(
+            503,
+            f"no worker could serve the request: {last_error}",
+            code="no_worker_available",
+            type="server_error",
+            headers={"Retry-After": "1"},
+        )
+
+    def abort(self, rid: str) -> None:
+        member = self._owner.get(rid)
+        if member is not None and member.kind == "local":
+            member.backend.abort(rid)
+        # An HTTP worker aborts when the pool closes the stream's connection.
+
+    def stats(self) -> dict[str, Any]:
+        totals: dict[str, Any] = dict.fromkeys(ADDITIVE_STATS, 0)
+        queries = hits = 0
+        for member in self.members.values():
+            s = member.backend.stats() if member.kind == "local" else member.engine_stats
+            for key in ADDITIVE_STATS:
+                value = s.get(key)
+                if isinstance(value, (int, float)):
+                    totals[key] += value
+            if "prefix_cache_queries" in s:
+                queries += s["prefix_cache_queries"]
+                hits += s.get("prefix_cache_hits", 0)
+            else:  # a foreign worker: what its responses reported
+                queries += member.prompt_tokens
+                hits += member.cached_tokens
+                totals["num_running_reqs"] += member.candidate.num_requests
+        capacity = totals["max_total_num_tokens"]
+        held = capacity - totals["available_tokens"] - totals["evictable_tokens"] if capacity else 0
+        return {
+            "model": self.model_name,
+            **totals,
+            "cache_hit_rate": hits / queries if queries else 0.0,
+            "token_usage": held / capacity if capacity else 0.0,
+            "prefix_cache_queries": queries,
+            "prefix_cache_hits": hits,
+            "context_len": self.context_len,
+            "router_policy": self.router.policy,
+            "workers": [m.snapshot() for m in self.members.values()],
+        }
+
+    def flush_cache(self, cache_salt: str | None = None) -> bool:
+        """Every member's cache, or one tenant's namespace on the workers that keep tenants apart."""
+        ok = True
+        for member in list(self.members.values()):
+            if cache_salt is not None and not member.supports_salt:
+                continue  # nothing of this tenant's is kept apart there
+            try:
+                ok = bool(member.backend.flush_cache(cache_salt)) and ok
+            except Exception as exc:  # an unreachable worker has nothing to flush
+                log.warning("flush on worker %s failed: %s", member.worker_id, exc)
+                continue
+            member.candidate.index.clear(cache_salt, everything=cache_salt is None)
+        return ok
+
+    def check_idle_invariant(self) -> None:
+        for member in list(self.members.values()):
+            if member.is_healthy:
+                member.backend.check_idle_invariant()
+
+    def failure(self) -> str | None:
+        if any(m.is_healthy and not m.is_draining for m in self.members.values()):
+            return None
+        errors = "; ".join(f"{m.worker_id}: {m.last_error or 'not checked yet'}" for m in self.members.values())
+        return f"no healthy worker ({errors or 'the pool is empty'})"
+
+    def close(self) -> None:
+        for member in self.members.values():
+            if member.kind == "local":
+                member.backend.close()
+
+
+def build_worker(config: Any) -> Any:
+    """The worker a gateway config asks for: the co-located engine, or a pool of workers."""
+    if not config.is_routed:
+        return LocalWorker.from_config(config.engine)
+    from dataclasses import replace
+
+    engine_config = config.engine
+    model_path = engine_config.model_path if engine_config is not None else "tiny"
+    name = "tiny" if model_path == "tiny" else os.path.basename(model_path.rstrip("/"))
+    num_workers = config.dp_size if not config.workers else len(config.workers)
+    pool = WorkerPool(
+        load_front_tokenizer(model_path),
+        name,
+        policy=config.router_policy or ("cache_aware" if num_workers > 1 else "round_robin"),
+        worker_api_key=config.worker_api_key,
+        allow_unsalted_workers=config.allow_unsalted_workers,
+        health_check_interval_s=config.health_check_interval_s,
+    )
+    for url in config.workers:
+        pool.add_remote(url)
+    if not config.workers:
+        for rank in range(config.dp_size):
+            # One engine per device on a multi-GPU host (cuda:0, cuda:1, ...); all on the CPU otherwise.
+            device = engine_config.device
+            if device.startswith("cuda") and ":" not in device:
+                device = f"cuda:{rank}"
+            pool.add_local(LocalWorker.from_config(replace(engine_config, device=device)))
+    return pool
