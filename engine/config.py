@@ -10,6 +10,7 @@ SCHEDULE_POLICIES = ("lpm", "fcfs")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 PAGE_SIZES = (1, 16, 64)
+MAX_TOP_LOGPROBS = 20  # as OpenAI's top_logprobs
 HICACHE_WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 HICACHE_STORAGE_BACKENDS = ("redis",)
 # hicache_storage_backend_extra_config: key -> (type, default)
@@ -164,9 +165,20 @@ class SamplingParams:
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
+    # Penalties and biases, applied to the raw logits in vLLM's way (engine/model/penalties.py).
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: dict[int, float] | None = None
+    min_new_tokens: int = 0
+    # Logprobs: the raw log-softmax of the model's logits, before any processor or temperature.
+    return_logprob: bool = False
+    top_logprobs_num: int = 0  # alternatives per position, at most MAX_TOP_LOGPROBS
+    logprob_start_len: int = -1  # prompt logprobs from this prompt position on; -1: none
     skip_special_tokens: bool = True
 
     def __post_init__(self) -> None:
+        self._check_penalties_and_logprobs()
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
         if self.temperature < 0:
@@ -188,3 +200,31 @@ class SamplingParams:
     def is_greedy(self) -> bool:
         # Temperatures this small only sharpen to argmax, and dividing by them overflows.
         return self.temperature < 1e-5 or self.top_k == 1
+
+    @property
+    def has_penalties(self) -> bool:
+        return self.frequency_penalty != 0.0 or self.presence_penalty != 0.0 or self.repetition_penalty != 1.0
+
+    def _check_penalties_and_logprobs(self) -> None:
+        if not -2.0 <= self.frequency_penalty <= 2.0 or not -2.0 <= self.presence_penalty <= 2.0:
+            raise ValueError(
+                f"frequency_penalty and presence_penalty must be in [-2, 2], got "
+                f"{self.frequency_penalty} and {self.presence_penalty}"
+            )
+        if not 0.0 < self.repetition_penalty <= 2.0:
+            raise ValueError(f"repetition_penalty must be in (0, 2], got {self.repetition_penalty}")
+        if self.logit_bias and any(not -100.0 <= v <= 100.0 for v in self.logit_bias.values()):
+            raise ValueError("logit_bias values must be in [-100, 100]")
+        if not isinstance(self.min_new_tokens, int) or not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise ValueError(
+                f"min_new_tokens must be an integer in [0, max_new_tokens={self.max_new_tokens}], "
+                f"got {self.min_new_tokens!r}"
+            )
+        if not 0 <= self.top_logprobs_num <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"top_logprobs_num must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs_num}")
+        if self.logprob_start_len < -1:
+            raise ValueError(f"logprob_start_len must be -1 (no prompt logprobs) or >= 0, got {self.logprob_start_len}")
+
+    @property
+    def wants_prompt_logprobs(self) -> bool:
+        return self.return_logprob and self.logprob_start_len >= 0

@@ -20,6 +20,7 @@ from .kvcache.slot_table import SlotTable
 from .model.detokenizer import Detokenizer
 from .model.grammar import GrammarBackend
 from .model.model_runner import ModelRunner
+from .model.penalties import MinNewTokens, Penalties, apply_logit_bias
 from .model.sampler import Sampler
 from .models.loader import load_model, load_tokenizer, read_config
 from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
@@ -63,7 +64,8 @@ class Engine:
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
-        self.sampler = Sampler()
+        self.penalties = Penalties(self.vocab_size, config.device)
+        self.sampler = Sampler([apply_logit_bias, MinNewTokens(eos), self.penalties])
         self.grammars = GrammarBackend(self.tokenizer, self.vocab_size, eos)
         self.sampler.processors.append(self.grammars.apply_mask)
         self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
@@ -108,6 +110,14 @@ class Engine:
                 f"the prompt has {n} tokens but the model's context window is {self.context_len}: "
                 f"shorten it by at least {n - self.context_len + 1} tokens"
             )
+        if sampling.logprob_start_len >= n:
+            raise ValueError(
+                f"logprob_start_len={sampling.logprob_start_len} is past the prompt's {n} tokens: "
+                f"give a position in [0, {n - 1}] or -1 for no prompt logprobs"
+            )
+        bad_bias = next((t for t in sampling.logit_bias or () if not 0 <= t < self.vocab_size), None)
+        if bad_bias is not None:
+            raise ValueError(f"logit_bias names token id {bad_bias}, outside the vocabulary [0, {self.vocab_size})")
         if n + 1 > self.cache_manager.capacity:
             raise ValueError(
                 f"the prompt needs {n + 1} KV slots but the pool holds "
@@ -173,12 +183,21 @@ class Engine:
             self._finish(req, text)
             return
         if req.on_update is not None:
-            new_ids = req.output_ids[req.num_sent_tokens :]
-            req.num_sent_tokens = len(req.output_ids)
-            req.on_update(req, StreamDelta(new_ids, text, False))
+            req.on_update(req, self._delta(req, text, None))
+
+    @staticmethod
+    def _delta(req: Req, text: str, result: GenerateOutput | None) -> StreamDelta:
+        """The tokens (and their logprobs) not sent yet; marks them sent."""
+        sent, req.num_sent_tokens = req.num_sent_tokens, len(req.output_ids)
+        delta = StreamDelta(req.output_ids[sent:], text, result is not None, result)
+        if req.logprobs is not None:
+            delta.token_logprobs = req.logprobs.output[sent:]
+            delta.top_logprobs = req.logprobs.output_top[sent:]
+        return delta
 
     def _finish(self, req: Req, last_text: str | None = None) -> None:
         self.scheduler.remove(req)
+        self.penalties.release(req.rid)
         if last_text is None:
             last_text = self.detokenizer.update(req) if req.on_update else ""
         text = (
@@ -189,7 +208,7 @@ class Engine:
         self._reqs.pop(req.rid, None)
         self.num_finished_reqs += 1
         if req.on_update is not None:
-            req.on_update(req, StreamDelta(req.output_ids[req.num_sent_tokens :], last_text, True, req.result))
+            req.on_update(req, self._delta(req, last_text, req.result))
 
     def _abort_now(self, rid: str) -> None:
         req = self._reqs.get(rid)

@@ -10,6 +10,7 @@ from ..kvcache.slot_table import SlotTable
 from ..models.llama import LlamaForCausalLM
 from ..scheduler.scheduler import Batch
 from .attention import ForwardContext, create_backend
+from .logprobs import PromptSpan, prompt_spans, record_prompt_logprobs
 
 
 class ModelRunner:
@@ -56,9 +57,22 @@ class ModelRunner:
         out_slots = self.slot_table.table[rows.repeat_interleave(self._tensor(ext)), positions]
         sampled = [i for i, (r, s, e) in enumerate(zip(reqs, starts, ext, strict=False)) if s + e == r.num_tokens]
         sample_indices = qo_indptr[1:][sampled] - 1
+        spans: list[PromptSpan] = []
+        if not batch.is_decode:  # prompt logprobs: extra LM-head rows, after the sampled ones
+            offsets = dict(zip(map(id, reqs), qo_indptr[:-1].tolist(), strict=True))
+            rows: list[int] = []
+            for req, first, count in prompt_spans(reqs, starts, ext):
+                spans.append(PromptSpan(req, first, count, len(rows)))
+                base = offsets[id(req)] - req.num_computed
+                rows += range(base + first, base + first + count)
+            if rows:
+                sample_indices = torch.cat([sample_indices, self._tensor(rows)])
         ctx = ForwardContext(self.backend, batch.is_decode, out_slots, qo_indptr, kv_indptr, kv_indices)
         if batch.is_decode and len(reqs) > 1 and self.backend.cascade_decode_attention is not None:
             ctx.cascade = plan_cascade([r.last_node for r in reqs], kv_lens.tolist(), table)
         logits = self.model(input_ids, positions, ctx, sample_indices)
+        if spans:
+            record_prompt_logprobs(logits[len(sampled) :], spans)
+            logits = logits[: len(sampled)]
         self.num_forward_tokens += int(input_ids.numel())
         return logits, [reqs[i] for i in sampled]

@@ -2,6 +2,8 @@
 
 Order of work on `logits` [B, vocab] (float32, one row per sampled request):
 
+0. Rows that asked for logprobs keep a copy of their raw logits (see `logprobs.py`): logprobs are
+   reported before penalties, biases, grammar masks and temperature, as vLLM reports them.
 1. `SamplingInfo` is built once per step from the requests: per-row tensors and flags saying
    which filters any row needs, so a batch that needs none pays nothing for them.
 2. Logits processors run in the order they were registered, in place on the batch. They are the
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from ..scheduler.request import Req
+from .logprobs import OutputLogprobs
 
 # Changes `logits` [B, vocab] in place for the rows of `info.reqs` that ask for it.
 LogitsProcessor = Callable[[torch.Tensor, "SamplingInfo"], None]
@@ -64,16 +67,19 @@ class Sampler:
     def __init__(self, processors: Sequence[LogitsProcessor] = ()):
         self.processors = list(processors)
 
+    @torch.inference_mode()  # the logits come from the model's forward under inference mode
     def __call__(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
         """logits: [B, vocab] float32, one row per request -> one token id per request."""
         info = SamplingInfo.from_reqs(reqs, logits.device)
+        logprobs = OutputLogprobs(logits, reqs)  # raw: before any processor edits the logits
         for process in self.processors:
             process(logits, info)
-        greedy = logits.argmax(dim=-1)
-        if info.all_greedy:
-            return greedy.tolist()
-        drawn = _draw(_filtered_probs(logits, info), reqs)
-        return torch.where(info.is_greedy | (drawn < 0), greedy, drawn).tolist()
+        next_ids = logits.argmax(dim=-1)
+        if not info.all_greedy:
+            drawn = _draw(_filtered_probs(logits, info), reqs)
+            next_ids = torch.where(info.is_greedy | (drawn < 0), next_ids, drawn)
+        logprobs.record(next_ids)
+        return next_ids.tolist()
 
 
 def _filtered_probs(logits: torch.Tensor, info: SamplingInfo) -> torch.Tensor:

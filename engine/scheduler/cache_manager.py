@@ -112,7 +112,7 @@ class CacheManager:
         reading the blocks past the in-memory prefix (`is_loading` until they are read)."""
         if self.radix_cache is None:
             return PrefixHit([], None)
-        key = req.fill_ids()[:-1]
+        key = req.fill_ids()[: req.num_matchable_tokens]
         m = self.radix_cache.match(key, req.cache_salt)
         self.radix_cache.inc_lock_ref(m.node)
         hit = PrefixHit(m.device_slots, m.node)

@@ -10,6 +10,8 @@ from typing import Any
 
 from ..config import SamplingParams
 
+TopLogprobs = list[tuple[int, float]]  # (token id, logprob), best first
+
 
 class ReqStatus(enum.Enum):
     WAITING = "waiting"  # in the waiting queue (new, or retracted)
@@ -31,6 +33,12 @@ class GenerateOutput:
     times: dict[str, float] = field(default_factory=dict)
     # cached_tokens split by the tier the KV came from: {"device": .., "host": .., "disk": .., "remote": ..}
     cached_tokens_by_tier: dict[str, int] = field(default_factory=dict)
+    # With `return_logprob`: one entry per output token, and per prompt token from
+    # `logprob_start_len` on (None for the first prompt token, which nothing predicts).
+    output_token_logprobs: list[float] | None = None
+    output_top_logprobs: list[TopLogprobs] | None = None
+    input_token_logprobs: list[float | None] | None = None
+    input_top_logprobs: list[TopLogprobs | None] | None = None
 
 
 @dataclass
@@ -39,6 +47,20 @@ class StreamDelta:
     text: str
     finished: bool
     output: GenerateOutput | None = None
+    token_logprobs: list[float] | None = None  # of `token_ids`, with `return_logprob`
+    top_logprobs: list[TopLogprobs] | None = None
+
+
+@dataclass
+class Logprobs:
+    """A request's logprobs as they are computed: the raw log-softmax of the model's logits (before
+    penalties, biases, grammar masks and temperature). Prompt entries are indexed by prompt position
+    so that recomputing a span (after a retraction) overwrites rather than appends."""
+
+    output: list[float] = field(default_factory=list)
+    output_top: list[TopLogprobs] = field(default_factory=list)
+    prompt: dict[int, float] = field(default_factory=dict)
+    prompt_top: dict[int, TopLogprobs] = field(default_factory=dict)
 
 
 class Req:
@@ -74,6 +96,8 @@ class Req:
         self.extend_len = 0  # tokens this step computes (set by the scheduler)
         self.result: GenerateOutput | None = None
         self.generator: Any = None  # torch.Generator for seeded sampling, made on first use
+        self.logprobs = Logprobs() if sampling.return_logprob else None
+        self.grammar: Any = None  # xgrammar GrammarMatcher when the output is constrained (model/grammar.py)
         # detokenization state
         self.text = ""
         self.num_sent_tokens = 0
@@ -102,7 +126,28 @@ class Req:
         """Detokenized as it goes: streamed to a listener, or watched for stop strings."""
         return self.on_update is not None or bool(self.sampling.stop_strings)
 
+    @property
+    def num_matchable_tokens(self) -> int:
+        """How much of `fill_ids` may come from the prefix cache: all but the last token, and with
+        prompt logprobs nothing from the first position they need (their logits are recomputed)."""
+        limit = self.num_tokens - 1
+        if self.sampling.wants_prompt_logprobs:
+            limit = min(limit, max(self.sampling.logprob_start_len, 1) - 1)
+        return limit
+
     def output(self, text: str) -> GenerateOutput:
+        lp = self.logprobs
+        if lp is not None:
+            start = self.sampling.logprob_start_len
+            positions = range(start, len(self.origin_input_ids)) if start >= 0 else range(0)
+            logprob_fields: dict[str, Any] = {
+                "output_token_logprobs": list(lp.output),
+                "output_top_logprobs": list(lp.output_top),
+                "input_token_logprobs": [lp.prompt.get(i) for i in positions],
+                "input_top_logprobs": [lp.prompt_top.get(i) for i in positions],
+            }
+        else:
+            logprob_fields = {}
         return GenerateOutput(
             rid=self.rid,
             token_ids=list(self.output_ids),
@@ -112,4 +157,5 @@ class Req:
             finish_reason=self.finish_reason or "abort",
             times=dict(self.times),
             cached_tokens_by_tier=dict(self.cached_tokens_by_tier),
+            **logprob_fields,
         )
