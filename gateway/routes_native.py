@@ -76,6 +76,7 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
         stop_token_ids=tuple(sp.stop_token_ids or ()),
         ignore_eos=sp.ignore_eos,
         cache_salt=state.cache_salt(tenant),
+        route_hint=tags.static_prefix_hash,
     )
     job = Job("generate", "generate", tenant, tags, work, static, text)
     job.validate(state)

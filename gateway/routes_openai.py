@@ -76,6 +76,8 @@ def _work(
         stop_token_ids=tuple(body.stop_token_ids or ()),
         ignore_eos=body.ignore_eos,
         cache_salt=salt,
+        # Where a router sends a prefix no worker holds yet; a single engine ignores it.
+        route_hint=getattr(body, "prompt_cache_key", None) or (body.metadata or {}).get("static_prefix_hash"),
     )
 
 
