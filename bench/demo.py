@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from radixgate._local_server import LocalServer
+from radixgate.gateway.server_process import ServerProcess
 
 APPS = {"before": "bad_app.py", "after": "fixed_app.py"}
 
@@ -166,17 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console()
-    server = LocalServer(extra_args=["--model-path", args.model_path])
+    server = ServerProcess(["--model-path", args.model_path])
     try:
         with console.status("starting radixgate serve"):
             server.start()
-        console.print(f"[bold]1.[/] radixgate serve is up at {server.root_url}")
-        model = httpx.get(server.base_url + "/models", timeout=30).json()["data"][0]["id"]
+        console.print(f"[bold]1.[/] radixgate serve is up at {server.base_url}")
+        model = httpx.get(server.api_url + "/models", timeout=30).json()["data"][0]["id"]
         seconds = run_app(
-            APPS["before"], args.examples_dir, server.base_url, args.requests, ["--tag", "--model", model]
+            APPS["before"], args.examples_dir, server.api_url, args.requests, ["--tag", "--model", model]
         )
         console.print(f"[bold]2.[/] examples/{APPS['before']}: {args.requests} requests in {seconds:.1f} s")
-        stats = httpx.get(server.root_url + "/v1/prompt_stats", timeout=30).json()
+        stats = httpx.get(server.base_url + "/v1/prompt_stats", timeout=30).json()
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="prompt_stats-", delete=False) as f:
             json.dump(stats, f)
         paths = [os.path.join(args.examples_dir, name) for name in APPS.values()]
@@ -185,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(lint.stdout.rstrip() or "(no findings)", markup=False, highlight=False)
         if lint.returncode not in (0, 1):
             console.print(f"promptlint failed: {lint.stderr.strip()}", markup=False)
-        seconds = run_app(APPS["after"], args.examples_dir, server.base_url, args.requests, ["--model", model])
+        seconds = run_app(APPS["after"], args.examples_dir, server.api_url, args.requests, ["--model", model])
         console.print(f"[bold]4.[/] examples/{APPS['after']}: {args.requests} requests in {seconds:.1f} s")
-        stats = httpx.get(server.root_url + "/v1/prompt_stats", timeout=30).json()
+        stats = httpx.get(server.base_url + "/v1/prompt_stats", timeout=30).json()
         rows = app_rows(stats, args.examples_dir)
         ideal = ideal_hit_rate(args.examples_dir, args.requests)
         for row in rows.values():  # the same content: one ideal for both
@@ -205,14 +205,14 @@ def main(argv: list[str] | None = None) -> int:
                     "radixgate.bench.screenshot",
                     args.screenshot,
                     "--url",
-                    server.root_url,
+                    server.base_url,
                     "--no-workload",
                 ],
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
             console.print(f"dashboard screenshot: {args.screenshot}")
-        console.print(f"[bold]5.[/] dashboard: {server.root_url}/dashboard")
+        console.print(f"[bold]5.[/] dashboard: {server.base_url}/dashboard")
         if args.keep_serving:
             console.print("serving until Ctrl-C")
             try:

@@ -27,7 +27,7 @@ from rich.table import Table
 from radixgate._async_client import AsyncClient
 from radixgate._base_client import DEFAULT_BASE_URL
 from radixgate._exceptions import APIError
-from radixgate._local_server import LocalServer
+from radixgate.gateway.server_process import ServerProcess
 
 from .serving_runner import BenchResult, run_workload
 from .workloads import WORKLOADS, GspParams, Workload, build_workload
@@ -140,8 +140,9 @@ def _server(args: argparse.Namespace, *, disable_radix_cache: bool = False) -> I
     if not (args.launch_server or (args.table and not args.nocache_url)):
         yield args.base_url
         return
-    with LocalServer(disable_radix_cache=disable_radix_cache, extra_args=args.server_args.split()) as server:
-        yield server.base_url
+    server_args = args.server_args.split() + (["--disable-radix-cache"] if disable_radix_cache else [])
+    with ServerProcess(server_args) as server:
+        yield server.api_url
 
 
 def _pct(x: float) -> str:

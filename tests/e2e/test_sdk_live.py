@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import radixgate as rg
-from radixgate._local_server import LocalServer
 from radixgate.bench.serving import main as bench_main
+from radixgate.gateway.server_process import ServerProcess
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,14 +24,14 @@ STATIC = rg.system(
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    with LocalServer(startup_timeout=120) as live:
+def server() -> Iterator[ServerProcess]:
+    with ServerProcess(startup_timeout_s=120) as live:
         yield live
 
 
 @pytest.fixture()
-def client(server: LocalServer) -> Iterator[rg.Client]:
-    with rg.Client(base_url=server.base_url, timeout=60, max_retries=0) as c:
+def client(server: ServerProcess) -> Iterator[rg.Client]:
+    with rg.Client(base_url=server.api_url, timeout=60, max_retries=0) as c:
         c.flush_cache()
         yield c
 
@@ -63,11 +63,11 @@ def test_streaming_reports_usage_and_flush_empties_the_cache(client: rg.Client):
     assert chunks[-1].usage is not None and chunks[-1].usage.cached_tokens >= prompt.static_tokens()
 
 
-def test_async_fan_out_after_warm_all_hits(server: LocalServer):
+def test_async_fan_out_after_warm_all_hits(server: ServerProcess):
     base = rg.Prompt(STATIC, rg.document("The store in Oslo closes at six. " * 20), template="e2e-fanout")
 
     async def main() -> list[rg.ChatCompletion]:
-        async with rg.AsyncClient(base_url=server.base_url, timeout=60) as client:
+        async with rg.AsyncClient(base_url=server.api_url, timeout=60) as client:
             await client.flush_cache()
             await client.warm(base)
             return await asyncio.gather(
@@ -86,9 +86,9 @@ def test_server_errors_map_to_exceptions(client: rg.Client):
 
 
 @pytest.mark.parametrize("script", ["chatbot.py", "rag.py", "few_shot.py", "agent.py", "tree_of_thought.py"])
-def test_examples_run(server: LocalServer, script: str):
+def test_examples_run(server: ServerProcess, script: str):
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / script), "--base-url", server.base_url],
+        [sys.executable, str(ROOT / "examples" / script), "--base-url", server.api_url],
         capture_output=True,
         text=True,
         timeout=60,
@@ -97,10 +97,10 @@ def test_examples_run(server: LocalServer, script: str):
     assert "cached" in done.stdout or "from cache" in done.stdout
 
 
-def test_bench_serving_measures_the_ideal_hit_rate(server: LocalServer, capsys: pytest.CaptureFixture[str]):
+def test_bench_serving_measures_the_ideal_hit_rate(server: ServerProcess, capsys: pytest.CaptureFixture[str]):
     args = [
         "--base-url",
-        server.base_url,
+        server.api_url,
         "--num-prompts",
         "6",
         "--shared-tokens",
