@@ -176,6 +176,13 @@ class SamplingParams:
     top_logprobs_num: int = 0  # alternatives per position, at most MAX_TOP_LOGPROBS
     logprob_start_len: int = -1  # prompt logprobs from this prompt position on; -1: none
     skip_special_tokens: bool = True
+    # Constrained decoding (SGLang's names), at most one of them; see engine/model/grammar.py.
+    json_schema: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    # False: JSON as json.dumps writes it, one space after ':' and ',' and no newlines (a random or
+    # weak model given free whitespace can emit it forever); True: any whitespace between tokens.
+    json_any_whitespace: bool = False
 
     def __post_init__(self) -> None:
         self._check_penalties_and_logprobs()
@@ -189,6 +196,20 @@ class SamplingParams:
             raise ValueError(f"top_k must be -1 (disabled) or >= 1, got {self.top_k}")
         if not 0.0 <= self.min_p <= 1.0:
             raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
+        grammars = [k for k in ("json_schema", "regex", "ebnf") if getattr(self, k) is not None]
+        if len(grammars) > 1:
+            raise ValueError(f"give at most one of json_schema, regex and ebnf, got {' and '.join(grammars)}")
+        if grammars and self.ignore_eos:
+            raise ValueError(f"{grammars[0]} ends the output where its grammar ends: drop ignore_eos")
+
+    @property
+    def grammar_key(self) -> tuple[str, str, bool] | None:
+        """(kind, source, any_whitespace) of the output's grammar, or None when unconstrained."""
+        for kind in ("json_schema", "regex", "ebnf"):
+            source = getattr(self, kind)
+            if source is not None:
+                return (kind, source, self.json_any_whitespace and kind == "json_schema")
+        return None
 
     @property
     def stop_strings(self) -> list[str]:
