@@ -1,0 +1,236 @@
+"""HiCache's remote tier on a real Redis shared by two engines (two workers): a prefix computed on one
+is loaded on the other; tenants and fingerprints keep blocks apart; the store failing in every way
+(down at start, killed, restarted, corrupted, paused) costs hits, never answers or a stall."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+
+import pytest
+
+from radixgate.engine import SamplingParams
+
+GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True)
+TIMEOUT_S = 0.3
+RETRY_S = 0.3
+
+
+def tokens(n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(1000, 50000) for _ in range(n)]
+
+
+def worker(make_engine, server, **kw):
+    """An engine with a host tier and the remote tier on `server` (no local disk: another machine)."""
+    extra = {"url": server.url, "timeout_s": TIMEOUT_S, "retry_interval_s": RETRY_S, "key_prefix": "t:"}
+    kw.setdefault("max_total_tokens", 4096)
+    return make_engine(
+        enable_hicache=True,
+        hicache_storage_backend="redis",
+        hicache_storage_backend_extra_config=json.dumps(extra),
+        **kw,
+    )
+
+
+@pytest.fixture(scope="module")
+def workers(redis_server):
+    """Workers A and B on one Redis, shared by the tests of this module (engines are slow to build);
+    each test uses prompts of its own."""
+    from radixgate.engine import Engine, EngineConfig
+
+    engines: list = []
+    try:
+        for _ in range(2):
+            engines.append(worker(lambda **kw: Engine(EngineConfig(**kw)), redis_server))
+        yield tuple(engines)
+    finally:
+        for engine in engines:
+            engine.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def store_running_and_workers_idle(request, redis_server):
+    """After each test: A and B idle with every tier balanced, and the store up again."""
+    yield
+    if "workers" in request.fixturenames:
+        for engine in request.getfixturevalue("workers"):
+            engine.check_idle_invariant()
+    if redis_server.proc is None:
+        redis_server.start()
+        time.sleep(RETRY_S + 0.05)  # the workers' outage ends
+
+
+def run(engine, ids, salt=None):
+    return engine.generate(input_ids=[ids], sampling=GREEDY, cache_salt=salt)[0]
+
+
+def ttft(out) -> float:
+    return out.times["first_token"] - out.times["arrival"]
+
+
+def queued(out) -> float:
+    """Arrival to admission: how long the request waited (for the store, among other things)."""
+    return out.times["scheduled"] - out.times["arrival"]
+
+
+def test_a_prefix_computed_on_one_worker_is_loaded_on_another(workers):
+    a, b = workers
+    prefix = tokens(2000, 1)
+    cold_b = run(b, tokens(2000, 2))  # B's cold TTFT for a prompt of this length
+    first = run(a, prefix)  # computed on A, written to the store behind its loop
+    a.hicache.drain()
+    loaded = run(b, prefix)
+    assert first.cached_tokens == 0
+    assert loaded.cached_tokens_by_tier["remote"] >= 1900, loaded.cached_tokens_by_tier
+    assert loaded.token_ids == first.token_ids  # the same greedy tokens as computing it
+    assert ttft(loaded) <= 0.5 * ttft(cold_b), (ttft(loaded), ttft(cold_b))
+    s = b.stats()
+    assert s["prefix_cache_hits_by_tier"]["remote"] >= 1900 and s["hicache_loaded_tokens_remote"] >= 1900
+    assert s["hicache_remote_read_failures"] == 0 and s["hicache_remote_up"] == 1
+    assert a.stats()["hicache_backup_tokens_remote"] >= 1900
+
+
+def test_tenants_never_share_blocks(workers):
+    a, b = workers
+    p = tokens(300, 3)
+    want = run(a, p, salt="tenant-a").token_ids
+    a.hicache.drain()
+    other = run(b, p, salt="tenant-b")
+    assert other.cached_tokens == 0 and other.token_ids == want
+    same = run(b, p, salt="tenant-a")
+    assert same.cached_tokens_by_tier["remote"] == 256 and same.token_ids == want
+
+
+def test_kv_of_another_layout_or_calibration_is_never_loaded(make_engine, redis_server, workers):
+    p = tokens(300, 4)
+    fp8 = worker(make_engine, redis_server, kv_cache_dtype="fp8_e4m3")
+    run(fp8, tokens(100, 5))  # calibrates its scales on a batch of its own
+    want = run(fp8, p).token_ids
+    fp8.hicache.drain()
+    assert fp8.stats()["hicache_backup_tokens_remote"] >= 256
+    fp8_other = worker(make_engine, redis_server, kv_cache_dtype="fp8_e4m3")
+    run(fp8_other, tokens(100, 6))  # scales from a different first batch: another fingerprint
+    assert run(fp8_other, p).cached_tokens == 0
+    out = run(workers[1], p)  # another KV dtype: another fingerprint
+    assert out.cached_tokens == 0
+    assert run(fp8, p).token_ids == want
+
+
+def test_corrupt_truncated_and_foreign_values_are_misses(redis_server, workers):
+    import redis
+
+    from radixgate.engine.hicache.disk_store import chain_keys, decode_block, encode_block
+
+    prompts = [tokens(300, 10 + i) for i in range(3)]
+    a, b = workers
+    want = [run(a, p).token_ids for p in prompts]
+    a.hicache.drain()
+    remote = a.hicache.remote_io
+    keys = [chain_keys(p[:-1], None, remote.fingerprint, remote.block_size) for p in prompts]
+    client = redis.Redis.from_url(redis_server.url)
+    flipped = bytearray(client.get("t:" + keys[0][1]))
+    flipped[len(flipped) // 3] ^= 0x40
+    client.set("t:" + keys[0][1], bytes(flipped))  # a flipped byte in block 1
+    client.set("t:" + keys[1][0], client.get("t:" + keys[1][0])[:1000])  # block 0 truncated
+    k, v = decode_block(
+        client.get("t:" + keys[2][2]),
+        {"key": keys[2][2], "fingerprint": remote.fingerprint},
+        remote.dtype,
+        remote.block_shape,
+    )
+    foreign = b"".join(encode_block({"key": keys[2][2], "fingerprint": "another-model"}, k, v))
+    client.set("t:" + keys[2][2], foreign)  # block 2 written by another model, checksum intact
+    client.close()
+
+    failures = b.stats()["hicache_remote_read_failures"]
+    outs = [run(b, p) for p in prompts]
+    assert [o.cached_tokens_by_tier["remote"] for o in outs] == [64, 0, 128]
+    assert [o.token_ids for o in outs] == want
+    assert b.stats()["hicache_remote_read_failures"] == failures + 3
+
+
+def test_store_down_at_start_serves_and_joins_when_it_comes_up(make_engine, redis_server, workers, caplog):
+    redis_server.stop()
+    p = tokens(300, 20)
+    with caplog.at_level(logging.WARNING):
+        a = worker(make_engine, redis_server)
+    assert any("does not answer" in r.getMessage() for r in caplog.records)
+    first = run(a, p)
+    assert first.cached_tokens == 0 and queued(first) < TIMEOUT_S + 0.5
+    assert a.stats()["hicache_remote_outages"] >= 1
+    redis_server.start()
+    time.sleep(RETRY_S + 0.05)
+    q = tokens(300, 21)
+    want = run(a, q).token_ids  # written now that the store answers
+    a.hicache.drain()
+    out = run(workers[1], q)
+    assert out.cached_tokens_by_tier["remote"] == 256 and out.token_ids == want
+
+
+def test_store_killed_mid_run_then_restarted_empty(redis_server, workers):
+    a, b = workers
+    p1, p2, p3 = tokens(300, 30), tokens(300, 31), tokens(300, 32)
+    want1 = run(a, p1).token_ids
+    a.hicache.drain()
+    outages = a.stats()["hicache_remote_outages"]
+    redis_server.stop()  # killed: connections reset, nothing saved
+    down = run(b, p1)  # the store's blocks are gone with it: recomputed
+    assert down.cached_tokens == 0 and down.token_ids == want1
+    assert queued(down) < TIMEOUT_S + 0.5
+    run(a, p2)  # A's writes fail or are skipped, its requests do not wait
+    a.hicache.drain()
+    assert a.stats()["hicache_remote_outages"] > outages
+    redis_server.start()  # back, empty
+    time.sleep(RETRY_S + 0.05)
+    cold = run(b, p2)
+    assert cold.cached_tokens_by_tier["remote"] == 0  # a restarted store is cold, not an error
+    want3 = run(a, p3).token_ids
+    a.hicache.drain()
+    warm = run(b, p3)
+    assert warm.cached_tokens_by_tier["remote"] == 256 and warm.token_ids == want3
+
+
+def test_a_paused_store_costs_at_most_the_timeout(redis_server, workers):
+    import redis
+
+    a, b = workers
+    p, q = tokens(300, 40), tokens(300, 41)
+    want = run(a, p).token_ids
+    a.hicache.drain()
+    client = redis.Redis.from_url(redis_server.url)
+    client.execute_command("CLIENT", "PAUSE", "2000", "ALL")  # the store stops answering for 2 s
+    b.start()  # the loop on its own thread, so that a second request can be timed while one waits
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("p", run(b, p)))
+    started = time.monotonic()
+    thread.start()
+    other = run(b, q)  # needs the store too: both wait at most the timeout
+    thread.join(timeout=10)
+    elapsed = time.monotonic() - started
+    slow = result["p"]
+    assert slow.token_ids == want and slow.cached_tokens_by_tier["remote"] == 0
+    assert other.cached_tokens == 0 and other.finish_reason == "length"
+    assert queued(slow) < TIMEOUT_S + 0.5 and queued(other) < TIMEOUT_S + 0.5
+    assert elapsed < 2.0  # done while the store was still paused
+    client.execute_command("CLIENT", "UNPAUSE")
+    client.close()
+    time.sleep(RETRY_S + 0.05)
+    later = run(b, p)  # computed above, so in the device cache now
+    assert later.token_ids == want
+
+
+def test_serve_flags_reach_the_engine_config():
+    from radixgate.gateway.cli import build_parser, engine_config
+
+    extra = '{"url": "redis://127.0.0.1:1/0", "ttl_s": 60}'
+    args = build_parser().parse_args(
+        ["--enable-hicache", "--hicache-storage-backend", "redis", "--hicache-storage-backend-extra-config", extra]
+    )
+    config = engine_config(args)
+    assert config.hicache_storage_backend == "redis"
+    assert config.hicache_storage_backend_options["ttl_s"] == 60.0
+    assert config.hicache_storage_backend_options["url"] == "redis://127.0.0.1:1/0"
