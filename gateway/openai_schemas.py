@@ -52,6 +52,8 @@ class _SamplingFields(_Request):
     logit_bias: dict[str, float] | None = None
     user: str | None = None
     metadata: dict[str, str] | None = None
+    # OpenAI's cache-routing key: requests that share it go to the same cache (a router's hint)
+    prompt_cache_key: str | None = Field(default=None, max_length=1024)
     top_k: int | None = Field(default=None, ge=-1)
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     ignore_eos: bool = False
