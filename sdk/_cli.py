@@ -12,6 +12,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("stats",): ("radixgate.gateway.prompt_stats_cli", "print a server's per-template statistics as JSON"),
     ("bench", "offline"): ("radixgate.bench.offline", "benchmark the engine in-process (radix cache vs none vs HF)"),
     ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
+    ("bench", "router"): ("radixgate.bench.router", "routing policies over local workers: hit rate vs ideal, req/s"),
     ("demo",): ("radixgate.bench.demo", "the closed loop: bad app, promptlint, fixed app, before/after"),
 }
 

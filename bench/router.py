@@ -1,0 +1,372 @@
+"""`radixgate bench router`: routing policies over N local workers whose KV pools are smaller than
+the working set, on one seeded workload, with the hit rate an ideal cache would reach.
+
+    radixgate bench router --workers 2
+    radixgate bench router --workers 4 --skew
+
+It starts N `radixgate serve` workers (tiny model, `--max-total-tokens` = pool fraction x working
+set) and, per policy, a front gateway in front of them (`--worker`, two tenant keys); workers'
+caches are flushed between policies. Workload: templates (system prompts) with Zipf popularity,
+multi-turn sessions (each turn re-sends the history), two tenants using the same templates.
+`--skew` gives one template half the sessions.
+
+Per policy it prints: the served hit rate (prompt tokens the engines reported cached / prompt
+tokens), the ideal (one LRU radix cache with the workers' summed capacity, fed the same
+requests in the order they were sent), requests/s, TTFT p50/p99 at the client, and max/mean of
+the per-worker in-flight requests (sampled every 10 ms from the gateway's `/workers`,
+time-averaged per worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from radixgate.engine.kvcache.radix_cache import RadixCache
+from radixgate.gateway.server_process import ServerProcess
+from radixgate.gateway.worker import render_chat
+from radixgate.gateway.worker_pool import load_front_tokenizer
+
+TENANT_KEYS = {"bench-key-a": "tenant-a", "bench-key-b": "tenant-b"}
+ADMIN_KEY = "bench-admin"
+WORKER_KEY = "bench-worker-key"
+SAMPLE_S = 0.01
+
+
+@dataclass
+class Session:
+    tenant_key: str
+    template: int
+    turns: list[list[dict[str, str]]]  # the messages of each turn (history included)
+
+
+@dataclass
+class PolicyResult:
+    policy: str
+    hit_rate: float
+    ideal: float
+    rps: float
+    ttft_p50: float
+    ttft_p99: float
+    balance: float  # max / mean of the per-worker time-averaged in-flight requests
+    num_ok: int
+    num_failed: int
+    per_worker_inflight: list[float] = field(default_factory=list)
+
+    @property
+    def vs_ideal(self) -> float:
+        return self.hit_rate / self.ideal if self.ideal else 0.0
+
+
+def _words(rng: random.Random, n: int) -> str:
+    syllables = ["ka", "lo", "mi", "ter", "van", "so", "rel", "pu", "dax", "en", "gor", "fi", "tas", "ul", "bre"]
+    return " ".join("".join(rng.choice(syllables) for _ in range(rng.randint(1, 3))) for _ in range(n))
+
+
+def make_templates(tokenizer: Any, num: int, tokens: int, seed: int) -> list[str]:
+    """`num` distinct system prompts of about `tokens` tokens each."""
+    rng = random.Random(seed)
+    templates = []
+    for t in range(num):
+        text = f"You are assistant #{t} for product line {t}. Policies follow.\n"
+        while len(tokenizer.encode(text, add_special_tokens=False)) < tokens:
+            text += _words(rng, 40) + ".\n"
+        templates.append(text)
+    return templates
+
+
+def make_sessions(args: argparse.Namespace, templates: list[str]) -> list[Session]:
+    rng = random.Random(args.seed + 1)
+    weights = [1.0 / (i + 1) ** args.zipf for i in range(len(templates))]
+    if args.skew:  # one template takes half of all sessions, the rest keep their Zipf shares
+        rest = sum(weights[1:])
+        weights = [rest] + weights[1:]
+    num_sessions = max(1, args.num_requests // args.turns)
+    keys = list(TENANT_KEYS)
+    sessions = []
+    for s in range(num_sessions):
+        template = rng.choices(range(len(templates)), weights)[0]
+        messages = [{"role": "system", "content": templates[template]}]
+        turns = []
+        for turn in range(args.turns):
+            messages = [*messages, {"role": "user", "content": f"[{s}.{turn}] " + _words(rng, args.user_words)}]
+            turns.append(messages)
+            messages = [*messages, {"role": "assistant", "content": _words(rng, args.user_words // 2)}]
+        sessions.append(Session(keys[s % len(keys)], template, turns))
+    return sessions
+
+
+def prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The token ids the gateway sends to a worker for these messages."""
+    return list(tokenizer.encode(render_chat(tokenizer, messages), add_special_tokens=False))
+
+
+def ideal_hit_rate(requests: list[tuple[str, list[int]]], capacity: int | None) -> tuple[float, int]:
+    """Served hit rate of one LRU radix cache of `capacity` tokens (unbounded: None) fed `requests`
+    in order, and the tokens it holds at the end (with no bound: the working set)."""
+    cache = RadixCache(1, lambda slots: None)
+    hits = total = 0
+    for namespace, ids in requests:
+        slots, _ = cache.match_prefix(ids[:-1], namespace)  # the engine computes at least the last token
+        hits += len(slots)
+        total += len(ids)
+        cache.insert(ids, range(len(ids)), namespace)
+        if capacity is not None and cache.evictable_size > capacity:
+            cache.evict(cache.evictable_size - capacity)
+    return (hits / total if total else 0.0), cache.evictable_size
+
+
+class InflightSampler(threading.Thread):
+    """Polls the gateway's `/workers` every 10 ms; time-averages each worker's in-flight requests."""
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__(daemon=True)
+        self.base_url = base_url
+        self.stop = threading.Event()
+        self.weighted: dict[str, float] = {}
+        self.elapsed = 0.0
+
+    def run(self) -> None:
+        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        with httpx.Client(base_url=self.base_url, headers=headers, timeout=5) as client:
+            last = time.perf_counter()
+            previous: dict[str, int] = {}
+            while not self.stop.is_set():
+                try:
+                    workers = client.get("/workers").json()["workers"]
+                except (httpx.HTTPError, ValueError, KeyError):
+                    workers = []
+                now = time.perf_counter()
+                for worker_id, n in previous.items():  # the level held since the last sample
+                    self.weighted[worker_id] = self.weighted.get(worker_id, 0.0) + n * (now - last)
+                self.elapsed += now - last
+                previous = {w["id"]: w["in_flight"] for w in workers} or previous
+                last = now
+                self.stop.wait(SAMPLE_S)
+
+    def averages(self) -> list[float]:
+        return [v / self.elapsed for v in self.weighted.values()] if self.elapsed else []
+
+
+async def _one_request(
+    client: httpx.AsyncClient, key: str, messages: list[dict[str, str]], max_tokens: int
+) -> tuple[float | None, int, int, str | None]:
+    """(TTFT, prompt tokens, cached tokens, error) of one streamed chat completion."""
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    start = time.perf_counter()
+    ttft, usage, error = None, None, None
+    try:
+        async with client.stream(
+            "POST", "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
+        ) as r:
+            if r.status_code != 200:
+                return None, 0, 0, f"{r.status_code}: {(await r.aread())[:200]!r}"
+            async for line in r.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                event = json.loads(line[6:])
+                if "error" in event:
+                    error = event["error"].get("message")
+                    continue
+                if ttft is None and any(c.get("delta", {}).get("content") for c in event.get("choices") or []):
+                    ttft = time.perf_counter() - start
+                usage = event.get("usage") or usage
+    except httpx.HTTPError as exc:
+        return None, 0, 0, f"{type(exc).__name__}: {exc}"
+    if usage is None:
+        return ttft, 0, 0, error or "no usage in the stream"
+    return ttft, usage["prompt_tokens"], usage["prompt_tokens_details"]["cached_tokens"], error
+
+
+async def drive(
+    base_url: str, sessions: list[Session], concurrency: int, max_tokens: int, tokenizer: Any
+) -> tuple[list[tuple[str, list[int]]], list[tuple[float | None, int, int, str | None]], float]:
+    """Runs the sessions, `concurrency` at a time, each session's turns in order. Returns the
+    requests in the order they were sent (tenant namespace, token ids), the results, the wall time."""
+    queue: asyncio.Queue[Session] = asyncio.Queue()
+    for session in sessions:
+        queue.put_nowait(session)
+    sent: list[tuple[str, list[int]]] = []
+    results: list[tuple[float | None, int, int, str | None]] = []
+
+    async def runner(client: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            session = queue.get_nowait()
+            for messages in session.turns:
+                sent.append((TENANT_KEYS[session.tenant_key], prompt_ids(tokenizer, messages)))
+                results.append(await _one_request(client, session.tenant_key, messages, max_tokens))
+
+    limits = httpx.Limits(max_connections=concurrency + 4)
+    async with httpx.AsyncClient(base_url=base_url, timeout=600, limits=limits) as client:
+        start = time.perf_counter()
+        await asyncio.gather(*(runner(client) for _ in range(concurrency)))
+        return sent, results, time.perf_counter() - start
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def flush_workers(urls: list[str]) -> None:
+    for url in urls:
+        for _ in range(50):  # refused while a previous run's aborted requests finish
+            if httpx.post(f"{url}/flush_cache", headers={"Authorization": f"Bearer {WORKER_KEY}"}).status_code == 200:
+                break
+            time.sleep(0.2)
+
+
+def run_policy(
+    policy: str,
+    worker_urls: list[str],
+    args: argparse.Namespace,
+    sessions: list[Session],
+    tokenizer: Any,
+    capacity: int,
+) -> PolicyResult:
+    flush_workers(worker_urls)
+    keys_file = os.path.join(args.tmpdir, "keys.txt")
+    front_args = ["--api-keys-file", keys_file, "--admin-api-key", ADMIN_KEY, "--worker-api-key", WORKER_KEY]
+    front_args += ["--router-policy", policy]
+    for url in worker_urls:
+        front_args += ["--worker", url]
+    with ServerProcess(front_args, env={"RADIXGATE_NUM_THREADS": "1"}) as front:
+        sampler = InflightSampler(front.base_url)
+        sampler.start()
+        sent, results, wall = asyncio.run(drive(front.base_url, sessions, args.concurrency, args.max_tokens, tokenizer))
+        sampler.stop.set()
+        sampler.join()
+    ok = [r for r in results if r[3] is None]
+    prompt = sum(r[1] for r in ok)
+    cached = sum(r[2] for r in ok)
+    ideal, _ = ideal_hit_rate(sent, capacity)
+    averages = sampler.averages()
+    mean = sum(averages) / len(averages) if averages else 0.0
+    ttfts = [r[0] for r in ok if r[0] is not None]
+    return PolicyResult(
+        policy,
+        cached / prompt if prompt else 0.0,
+        ideal,
+        len(ok) / wall,
+        _percentile(ttfts, 0.5),
+        _percentile(ttfts, 0.99),
+        max(averages) / mean if mean else float("nan"),
+        len(ok),
+        len(results) - len(ok),
+        averages,
+    )
+
+
+def print_table(results: list[PolicyResult], title: str) -> None:
+    print(f"\n{title}")
+    header = (
+        f"{'policy':<12} {'hit':>6} {'ideal':>6} {'hit/ideal':>9} {'req/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'inflight max/mean':>17} {'ok':>4} {'failed':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(
+            f"{r.policy:<12} {r.hit_rate:>6.3f} {r.ideal:>6.3f} {r.vs_ideal:>9.3f} {r.rps:>7.2f} "
+            f"{r.ttft_p50 * 1000:>7.0f}ms {r.ttft_p99 * 1000:>7.0f}ms {r.balance:>17.3f} "
+            f"{r.num_ok:>4} {r.num_failed:>6}"
+        )
+    by_name = {r.policy: r for r in results}
+    rr, ca = by_name.get("round_robin"), by_name.get("cache_aware")
+    if rr and ca and rr.hit_rate and rr.rps:
+        print(f"cache_aware vs round_robin: hit x{ca.hit_rate / rr.hit_rate:.2f}, req/s x{ca.rps / rr.rps:.2f}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="radixgate bench router", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workers", type=int, default=2, help="local radixgate workers")
+    p.add_argument("--policies", default="round_robin,least_load,cache_aware")
+    p.add_argument("--num-requests", type=int, default=192)
+    p.add_argument("--num-templates", type=int, default=16)
+    p.add_argument("--template-tokens", type=int, default=870)
+    p.add_argument("--turns", type=int, default=3, help="turns per session")
+    p.add_argument("--user-words", type=int, default=24, help="words per user message (replies: half)")
+    p.add_argument("--zipf", type=float, default=1.0, help="template popularity exponent")
+    p.add_argument("--pool-fraction", type=float, default=0.4, help="each worker's KV pool / working set")
+    p.add_argument("--concurrency", type=int, default=None, help="sessions at once (default 4 per worker)")
+    p.add_argument("--max-tokens", type=int, default=2)
+    p.add_argument("--skew", action="store_true", help="one template takes half the sessions")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    args.concurrency = args.concurrency or 4 * args.workers
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    tokenizer = load_front_tokenizer("tiny")
+    templates = make_templates(tokenizer, args.num_templates, args.template_tokens, args.seed)
+    sessions = make_sessions(args, templates)
+    all_requests = [(TENANT_KEYS[s.tenant_key], prompt_ids(tokenizer, m)) for s in sessions for m in s.turns]
+    _, working_set = ideal_hit_rate(all_requests, None)
+    pool = int(args.pool_fraction * working_set)
+    capacity = pool * args.workers
+    print(
+        f"workload: {len(all_requests)} requests in {len(sessions)} sessions, {args.num_templates} templates of "
+        f"~{args.template_tokens} tokens, 2 tenants, working set {working_set} tokens; {args.workers} workers with "
+        f"{pool}-token pools ({args.pool_fraction:.0%}), concurrency {args.concurrency}"
+        + (", skewed" if args.skew else ""),
+        flush=True,
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmpdir:
+        args.tmpdir = tmpdir
+        with open(os.path.join(tmpdir, "keys.txt"), "w") as f:
+            f.writelines(f"{key} {tenant}\n" for key, tenant in TENANT_KEYS.items())
+        worker_args = ["--max-total-tokens", str(pool), "--worker-api-key", WORKER_KEY, "--enable-debug-endpoints"]
+        env = {"RADIXGATE_NUM_THREADS": "1"}
+        servers = [ServerProcess(worker_args, env=env) for _ in range(args.workers)]
+        try:
+            for server in servers:
+                server.__enter__()
+            urls = [s.base_url for s in servers]
+            results = []
+            for policy in policies:
+                result = run_policy(policy, urls, args, sessions, tokenizer, capacity)
+                print(
+                    f"  {policy}: hit {result.hit_rate:.3f} (ideal {result.ideal:.3f}), {result.rps:.2f} req/s",
+                    flush=True,
+                )
+                results.append(result)
+            for url in urls:
+                r = httpx.get(f"{url}/debug/check_idle_invariant", headers={"Authorization": f"Bearer {WORKER_KEY}"})
+                if r.status_code != 200:
+                    print(f"idle invariant failed on {url}: {r.text}", file=sys.stderr)
+                    return 1
+        finally:
+            for server in servers:
+                server.__exit__(None, None, None)
+    print_table(results, f"{args.workers} workers{' (skew)' if args.skew else ''}")
+    if args.json:
+        print(json.dumps([r.__dict__ | {"vs_ideal": r.vs_ideal} for r in results], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
