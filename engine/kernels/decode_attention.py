@@ -263,16 +263,18 @@ def decode_attention_torch(
     valid = pos[None, :] < kv_lens[:, None]  # [B, L]
     gather = torch.where(valid, kv_indptr[:-1, None] + pos[None, :], 0)
     slots = kv_indices[gather.clamp(max=max(kv_indices.numel() - 1, 0))]  # [B, L]
-    k = (k_cache[slots].to(torch.float32) * k_scale).to(q.dtype)  # [B, L, Hkv, D]
-    v = (v_cache[slots].to(torch.float32) * v_scale).to(q.dtype)
+    k, v = k_cache[slots], v_cache[slots]  # [B, L, Hkv, D]
+    if k_scale != 1.0 or v_scale != 1.0 or k.dtype != q.dtype:
+        k = (k.to(torch.float32) * k_scale).to(q.dtype)
+        v = (v.to(torch.float32) * v_scale).to(q.dtype)
     group = num_heads // num_kv_heads
     qg = q.view(batch, num_kv_heads, group, head_dim)
-    scores = torch.einsum("bhgd,blhd->bhgl", qg, k) * sm_scale  # [B, Hkv, G, L]
-    scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
+    scores = torch.matmul(qg, k.permute(0, 2, 3, 1)) * sm_scale  # [B, Hkv, G, L]
+    scores.masked_fill_(~valid[:, None, None, :], float("-inf"))
     probs = torch.softmax(scores, dim=-1)
     # Padded positions have probability 0, but their gathered V must not be NaN (0 * NaN = NaN).
-    v = v.masked_fill(~valid[:, :, None, None], 0.0)
-    o = torch.einsum("bhgl,blhd->bhgd", probs, v)
+    v = v.permute(0, 2, 1, 3).masked_fill(~valid[:, None, :, None], 0.0)  # [B, Hkv, L, D]
+    o = torch.matmul(probs, v)  # [B, Hkv, G, D]
     out.copy_(o.reshape(batch, num_heads, head_dim))
     return out
 
