@@ -49,6 +49,7 @@ class APIError(Exception):
         self.param = param
         self.type = type or _TYPE_BY_STATUS.get(status, "server_error" if status >= 500 else "invalid_request_error")
         self.headers = headers or {}
+        self.is_counted = False  # already in the failed-requests metric (the generation path counts its own)
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -78,16 +79,36 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None, s
     return f"{first.get('msg', 'invalid value')}{where}{extra}", param, "invalid_request"
 
 
+# Generation endpoints whose refusals the metrics count, by their metrics label.
+COUNTED_ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/generate": "generate"}
+_OUTCOME_BY_STATUS = {400: "invalid", 404: "not_found", 413: "too_large", 429: "rate_limited", 503: "unavailable"}
+
+
+def count_rejection(request: Request, status: int, code: str | None) -> None:
+    """Counts a generation request answered with an error before it produced anything."""
+    endpoint = COUNTED_ENDPOINTS.get(request.url.path)
+    gateway = getattr(request.app.state, "gateway", None)
+    if endpoint is None or gateway is None:
+        return
+    outcome = _OUTCOME_BY_STATUS.get(status, "rejected" if status < 500 else "error")
+    if code == "unsupported_parameter":
+        outcome = "unsupported"
+    gateway.metrics.observe_failed(endpoint, outcome, status)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Route every failure through OpenAI's error body; 422 becomes 400 as OpenAI clients expect."""
 
     @app.exception_handler(APIError)
-    async def _api_error(_: Request, exc: APIError) -> JSONResponse:
+    async def _api_error(request: Request, exc: APIError) -> JSONResponse:
+        if not exc.is_counted:
+            count_rejection(request, exc.status, exc.code)
         return exc.response()
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         message, param, code = _validation_message(exc)
+        count_rejection(request, 400, code)
         return APIError(400, message, param=param, code=code).response()
 
     @app.exception_handler(StarletteHTTPException)

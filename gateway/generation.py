@@ -99,13 +99,17 @@ async def run(state: AppState, job: Job) -> AsyncIterator[Delta]:
     except ValueError as exc:
         outcome = "invalid"
         fail_request_span(span, "invalid_request", str(exc))
-        raise from_engine_error(exc) from None
+        error = from_engine_error(exc)
+        error.is_counted = True  # by the `finally` below
+        raise error from None
     except RuntimeError as exc:  # the engine's loop has stopped; /health says so too
         outcome = "engine_error"
         fail_request_span(span, "engine_error", str(exc))
-        raise APIError(
+        error = APIError(
             503, f"the engine cannot serve requests: {exc}", code="engine_unavailable", type="server_error"
-        ) from None
+        )
+        error.is_counted = True
+        raise error from None
     finally:
         if is_queued:
             state.num_queued -= 1
@@ -218,7 +222,9 @@ async def until_disconnected(work: Awaitable[T], is_disconnected: Callable[[], A
             if await is_disconnected():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
-                raise APIError(499, "the client closed the connection", code="client_closed_request")
+                error = APIError(499, "the client closed the connection", code="client_closed_request")
+                error.is_counted = True  # as "aborted", when its streams closed
+                raise error
     finally:
         if not task.done():
             task.cancel()

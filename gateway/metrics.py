@@ -25,6 +25,10 @@ TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.
 disable_created_metrics()
 
 
+# Outcomes of requests that got no result, and the HTTP status each is answered with.
+STATUS_OF_OUTCOME = {"invalid": 400, "aborted": 499, "engine_error": 503}
+
+
 class EngineCollector(Collector):
     """Reads `worker.stats()` on each scrape, so gauges are never stale."""
 
@@ -166,6 +170,12 @@ class Metrics:
             ["model_name", "endpoint", "outcome"],
             registry=r,
         )
+        self.failed = Counter(
+            "radixgate:failed_requests",
+            "Requests that ended without a result, by endpoint, outcome and HTTP status code.",
+            ["model_name", "endpoint", "outcome", "status_code"],
+            registry=r,
+        )
         self.rejections = Counter(
             "radixgate:rejected_requests", "Requests refused before the engine, by reason.", ["reason"], registry=r
         )
@@ -237,8 +247,11 @@ class Metrics:
         self.template_cached_tokens.labels(model, label).inc(cached_tokens)
         self.template_recomputed_static.labels(model, label).inc(recomputed_static)
 
-    def observe_failed(self, endpoint: str, outcome: str) -> None:
+    def observe_failed(self, endpoint: str, outcome: str, status_code: int | None = None) -> None:
+        """A request without a result: refused (4xx), failed (5xx) or aborted (499)."""
+        status = status_code or STATUS_OF_OUTCOME.get(outcome, 500)
         self.requests.labels(self.model_name, endpoint, outcome).inc()
+        self.failed.labels(self.model_name, endpoint, outcome, str(status)).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,7 +1,9 @@
 """Pydantic schemas for the OpenAI endpoints (`/v1/chat/completions`, `/v1/completions`, `/v1/models`).
 
-Requests ignore unknown fields, as OpenAI-compatible servers do, so clients may send extras.
-A client's `cache_salt` is one of them: the salt comes from the tenant, never from the body.
+Requests keep unknown top-level fields so the routes can judge them against the catalog in
+`request_fields.py`: a known field radixgate does not implement is a 400 naming it, any other
+extra is ignored with a warning, as vLLM does. A client's `cache_salt` is ignored: the salt comes
+from the tenant, never from the body.
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ class ChatMessage(_Request):
 
 
 class _SamplingFields(_Request):
-    """Fields both OpenAI endpoints share; the extras after `user` are SGLang/vLLM extensions."""
+    """Fields both OpenAI endpoints share; the extras after `user` are SGLang/vLLM extensions.
+    Other top-level keys are kept (`model_extra`) for `request_fields.check_fields` to judge."""
+
+    model_config = ConfigDict(extra="allow")
 
     model: str = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
@@ -58,6 +63,17 @@ class _SamplingFields(_Request):
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     ignore_eos: bool = False
     stop_token_ids: list[TokenId] | None = None
+    # constrained decoding: vLLM's extras, SGLang's, and whitespace in JSON (see structured_output.py)
+    structured_outputs: dict[str, Any] | None = None
+    guided_json: dict[str, Any] | str | None = None
+    guided_regex: str | None = None
+    guided_choice: list[str] | None = None
+    guided_grammar: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    json_any_whitespace: bool = False
+    repetition_penalty: float | None = Field(default=None, gt=0.0, le=2.0)
+    min_tokens: int = Field(default=0, ge=0)
 
 
 class ChatCompletionRequest(_SamplingFields):
@@ -68,6 +84,7 @@ class ChatCompletionRequest(_SamplingFields):
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     response_format: dict[str, Any] | None = None
+    parallel_tool_calls: bool = True
 
 
 class CompletionRequest(_SamplingFields):
@@ -89,15 +106,27 @@ class Usage(BaseModel):
     prompt_tokens_details: PromptTokensDetails
 
 
+class FunctionCall(BaseModel):
+    name: str
+    arguments: str  # JSON text
+
+
+class ToolCall(BaseModel):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class ChatMessageOut(BaseModel):
     role: Literal["assistant"] = "assistant"
-    content: str
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
 
 
 class ChatChoice(BaseModel):
     index: int
     message: ChatMessageOut
-    logprobs: None = None
+    logprobs: dict[str, Any] | None = None
     finish_reason: str | None
 
 
@@ -106,19 +135,35 @@ class ChatCompletionResponse(BaseModel):
     object: Literal["chat.completion"] = "chat.completion"
     created: int
     model: str
+    system_fingerprint: str | None = None
     choices: list[ChatChoice]
     usage: Usage
+
+
+class FunctionCallDelta(BaseModel):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class ToolCallDelta(BaseModel):
+    """A piece of a streamed call: `id`, `type` and `name` come in the call's first delta."""
+
+    index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionCallDelta
 
 
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
 
 class ChatChunkChoice(BaseModel):
     index: int
     delta: ChatDelta
-    logprobs: None = None
+    logprobs: dict[str, Any] | None = None
     finish_reason: str | None = None
 
 
@@ -127,6 +172,7 @@ class ChatCompletionChunk(BaseModel):
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int
     model: str
+    system_fingerprint: str | None = None
     choices: list[ChatChunkChoice]
     usage: Usage | None = None
 
@@ -134,7 +180,7 @@ class ChatCompletionChunk(BaseModel):
 class CompletionChoice(BaseModel):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: dict[str, Any] | None = None
     finish_reason: str | None
 
 
@@ -143,6 +189,7 @@ class CompletionResponse(BaseModel):
     object: Literal["text_completion"] = "text_completion"
     created: int
     model: str
+    system_fingerprint: str | None = None
     choices: list[CompletionChoice]
     usage: Usage | None = None
 

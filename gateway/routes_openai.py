@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
 
 from .errors import APIError
 from .generation import Job, collect, merge, run
+from .logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
 from .openai_schemas import (
     ChatCompletionRequest,
     ChatCompletionResponse,
@@ -23,35 +26,48 @@ from .openai_schemas import (
     usage,
 )
 from .prompt_stats import RequestTags, estimate_static_tokens
+from .request_fields import check_fields
 from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
+from .structured_output import constrain, constraint_of, precompile
+from .tool_calls import ToolPlan, tool_chat_full, tool_chat_stream, tool_parser_for
 from .worker import Output, WorkRequest
 
 router = APIRouter()
-StreamRenderer = Callable[[AppState, list[Job], str, bool], AsyncIterator[str]]
-FullRenderer = Callable[[AppState, list[Output], str], dict[str, Any]]
+StreamRenderer = Callable[..., AsyncIterator[str]]  # (state, jobs, response_id, include_usage)
+FullRenderer = Callable[..., dict[str, Any]]  # (state, outputs, response_id)
 
 
 def _reject_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
-    unsupported = {
-        "logprobs": bool(body.logprobs),
-        "logit_bias": bool(body.logit_bias),
-        "presence_penalty": bool(body.presence_penalty),
-        "frequency_penalty": bool(body.frequency_penalty),
-    }
-    if isinstance(body, CompletionRequest):
-        unsupported.update(echo=body.echo, suffix=body.suffix is not None, best_of=(body.best_of or 1) > 1)
-    else:
-        fmt = (body.response_format or {}).get("type", "text")
-        unsupported["response_format"] = fmt != "text"
-    for param, is_set in unsupported.items():
-        if is_set:
-            raise APIError(
-                400,
-                f"'{param}' is not supported by this server; remove it from the request",
-                param=param,
-                code="unsupported_parameter",
-            )
+    """A known field radixgate does not implement is a 400 naming it; other extras are ignored with
+    a warning in the log (the catalog is `request_fields.py`)."""
+    route = "/v1/chat/completions" if isinstance(body, ChatCompletionRequest) else "/v1/completions"
+    check_fields(route, body.model_dump(exclude_unset=True))
+    if isinstance(body, ChatCompletionRequest) and body.top_logprobs and not body.logprobs:
+        raise APIError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs", code="invalid_value")
+    if isinstance(body, CompletionRequest) and body.stream and body.echo and body.logprobs is not None:
+        raise APIError(
+            400,
+            "'echo' with 'logprobs' is not supported when streaming: the prompt's logprobs come with the "
+            "whole answer; send stream: false",
+            param="echo",
+            code="unsupported_parameter",
+        )
+
+
+def _logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:
+    """OpenAI sends token ids as JSON object keys (strings)."""
+    try:
+        return tuple((int(k), float(v)) for k, v in (bias or {}).items())
+    except ValueError:
+        raise APIError(400, "'logit_bias' keys must be token ids", param="logit_bias", code="invalid_value") from None
+
+
+def system_fingerprint(state: AppState) -> str:
+    """Derived from the served model and the engine configuration: it changes when either does."""
+    engine_config = getattr(getattr(state.worker, "engine", None), "config", None)
+    key = f"{state.model_name}|{state.worker.model_name}|{engine_config!r}"
+    return "fp_" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _work(
@@ -61,7 +77,9 @@ def _work(
     max_tokens: int,
     salt: str | None,
     index: int,
+    logprobs: tuple[bool, int, int] = (False, 0, -1),
 ) -> WorkRequest:
+    """`logprobs`: (return_logprob, top_logprobs_num, logprob_start_len) as the engine takes them."""
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     return WorkRequest(
         rid=rid,
@@ -78,6 +96,14 @@ def _work(
         cache_salt=salt,
         # Where a router sends a prefix no worker holds yet; a single engine ignores it.
         route_hint=getattr(body, "prompt_cache_key", None) or (body.metadata or {}).get("static_prefix_hash"),
+        frequency_penalty=body.frequency_penalty or 0.0,
+        presence_penalty=body.presence_penalty or 0.0,
+        repetition_penalty=body.repetition_penalty or 1.0,
+        logit_bias=_logit_bias(body.logit_bias),
+        min_new_tokens=body.min_tokens,
+        return_logprob=logprobs[0],
+        top_logprobs_num=logprobs[1],
+        logprob_start_len=logprobs[2],
     )
 
 
@@ -144,6 +170,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     state = state_of(request)
     state.check_model(body.model)
     _reject_unsupported(body)
+    plan = ToolPlan.of(body.tools, body.tool_choice, body.parallel_tool_calls, tool_parser_for(state))
     messages = [_template_message(m) for m in body.messages]
     text = state.worker.render_chat(messages, body.tools)
     input_ids = state.worker.tokenize(text, add_special_tokens=False)
@@ -152,8 +179,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     static = estimate_static_tokens(tags.static_prefix_chars, content_chars, len(input_ids))
     response_id = f"chatcmpl-{uuid.uuid4().hex}"
     max_tokens = body.max_completion_tokens or body.max_tokens
-    if max_tokens is None:
-        max_tokens = max(1, min(state.worker.context_len - len(input_ids), 1024))
+    if max_tokens is None:  # as vLLM: up to the end of the context
+        max_tokens = max(1, state.worker.context_len - len(input_ids))
+    logprobs = (bool(body.logprobs), body.top_logprobs or 0, -1)
     salt = state.cache_salt(_tenant(request))
     jobs = [
         Job(
@@ -161,22 +189,29 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
             "chat",
             _tenant(request),
             tags,
-            _work(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i),
+            _work(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i, logprobs),
             static,
             text,
         )
         for i in range(body.n)
     ]
+    jobs = constrain(jobs, constraint := constraint_of(body, plan.grammar()))
+    if constraint is not None:
+        await precompile(state.worker, jobs[0].request)  # in a thread; a schema it cannot compile is a 400
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return await _respond(request, state, jobs, body.stream, include_usage, response_id, _chat_stream, _chat_full)
+    render_stream, render_full = _chat_stream, _chat_full
+    if plan.is_active:
+        render_stream, render_full = tool_chat_stream(plan, _chunk_writer), tool_chat_full(plan, _chat_full)
+    return await _respond(request, state, jobs, body.stream, include_usage, response_id, render_stream, render_full)
 
 
 def _chat_full(state: AppState, outputs: list[Output], response_id: str) -> dict[str, Any]:
+    texts = TokenTexts(state.worker)
     choices = [
         {
             "index": i,
             "message": {"role": "assistant", "content": o.text},
-            "logprobs": None,
+            "logprobs": _chat_logprobs(texts, o.token_ids, o),
             "finish_reason": o.finish_reason,
         }
         for i, o in enumerate(outputs)
@@ -186,15 +221,27 @@ def _chat_full(state: AppState, outputs: list[Output], response_id: str) -> dict
         "object": "chat.completion",
         "created": int(time.time()),
         "model": state.model_name,
+        "system_fingerprint": system_fingerprint(state),
         "choices": choices,
         "usage": _usage_of(outputs),
     }
 
 
+def _chat_logprobs(texts: TokenTexts, token_ids: list[int], source: Any) -> dict[str, Any] | None:
+    """`source`: an output or a stream delta; None unless the request asked for logprobs."""
+    values = getattr(source, "output_token_logprobs", None) if source is not None else None
+    tops = getattr(source, "output_top_logprobs", None)
+    if values is None:  # a delta names them differently
+        values, tops = getattr(source, "token_logprobs", None), getattr(source, "top_logprobs", None)
+    if values is None or tops is None:
+        return None
+    return chat_logprobs(texts, token_ids, values, tops, MAX_TOP_LOGPROBS)
+
+
 def _chunk_writer(state: AppState, response_id: str, obj: str, include_usage: bool) -> Callable[..., str]:
     """One SSE chunk of a streamed response; with `include_usage` every chunk carries `usage`
     (null until the last), as OpenAI sends it."""
-    created, model = int(time.time()), state.model_name
+    created, model, fingerprint = int(time.time()), state.model_name, system_fingerprint(state)
 
     def chunk(choices: list[dict[str, Any]], usage_body: dict[str, Any] | None = None) -> str:
         body: dict[str, Any] = {
@@ -202,6 +249,7 @@ def _chunk_writer(state: AppState, response_id: str, obj: str, include_usage: bo
             "object": obj,
             "created": created,
             "model": model,
+            "system_fingerprint": fingerprint,
             "choices": choices,
         }
         if include_usage:
@@ -219,12 +267,14 @@ async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, inclu
             [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]
         )
     outputs: list[Output] = []
+    texts = TokenTexts(state.worker)
     try:
         async with aclosing(merge([run(state, job) for job in jobs])) as events:
             async for i, delta in events:
-                if delta.text:
+                logprobs = _chat_logprobs(texts, delta.token_ids, delta) if delta.token_ids else None
+                if delta.text or logprobs:
                     yield chunk(
-                        [{"index": i, "delta": {"content": delta.text}, "logprobs": None, "finish_reason": None}]
+                        [{"index": i, "delta": {"content": delta.text}, "logprobs": logprobs, "finish_reason": None}]
                     )
                 if delta.output is not None:
                     outputs.append(delta.output)
@@ -252,13 +302,15 @@ def _completion_prompts(state: AppState, prompt: Any) -> list[tuple[str | None, 
 
 @router.post("/v1/completions", response_model=CompletionResponse, responses=ERRORS)
 async def completions(body: CompletionRequest, request: Request) -> Any:
-    """OpenAI legacy completions: a string, a list of strings, or token ids."""
+    """OpenAI legacy completions: a string, a list of strings, or token ids. `echo` puts the prompt
+    before the completion; with `logprobs` every prompt token gets one too (the first null)."""
     state = state_of(request)
     state.check_model(body.model)
     _reject_unsupported(body)
     tags = RequestTags.from_metadata(body.metadata)
     response_id = f"cmpl-{uuid.uuid4().hex}"
     salt = state.cache_salt(_tenant(request))
+    logprobs = (body.logprobs is not None, body.logprobs or 0, 0 if body.echo else -1)
     jobs = []
     for p, (text, input_ids) in enumerate(_completion_prompts(state, body.prompt)):
         measured = None
@@ -267,40 +319,89 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
         static = estimate_static_tokens(tags.static_prefix_chars, len(text or ""), len(input_ids), measured)
         for i in range(body.n):
             index = p * body.n + i
-            work = _work(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i)
+            work = _work(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i, logprobs)
             jobs.append(Job("completions", "text_completion", _tenant(request), tags, work, static, text))
+    jobs = constrain(jobs, constraint := constraint_of(body))
+    if constraint is not None:
+        await precompile(state.worker, jobs[0].request)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
-    return await _respond(
-        request, state, jobs, body.stream, include_usage, response_id, _completion_stream, _completion_full
-    )
+    stream = partial(_completion_stream, echo=body.echo)
+    full = partial(_completion_full, jobs=jobs, echo=body.echo)
+    return await _respond(request, state, jobs, body.stream, include_usage, response_id, stream, full)
 
 
-def _completion_full(state: AppState, outputs: list[Output], response_id: str) -> dict[str, Any]:
-    choices = [
-        {"index": i, "text": o.text, "logprobs": None, "finish_reason": o.finish_reason} for i, o in enumerate(outputs)
-    ]
+def _prompt_text(state: AppState, job: Job) -> str:
+    text = job.prompt_text
+    return text if text is not None else state.worker.detokenize(job.request.input_ids)
+
+
+def _completion_choice_logprobs(
+    texts: TokenTexts, job: Job, out: Output, echo: bool, text_offset: int = 0
+) -> dict[str, Any] | None:
+    values = getattr(out, "output_token_logprobs", None)
+    tops = getattr(out, "output_top_logprobs", None)
+    if values is None or tops is None:
+        return None
+    num_top = job.request.top_logprobs_num
+    ids = list(out.token_ids)
+    if echo:
+        ids = job.request.input_ids + ids
+        values = list(getattr(out, "input_token_logprobs", None) or []) + list(values)
+        tops = list(getattr(out, "input_top_logprobs", None) or []) + list(tops)
+    return completion_logprobs(texts, ids, values, tops, num_top, text_offset)
+
+
+def _completion_full(
+    state: AppState, outputs: list[Output], response_id: str, *, jobs: list[Job], echo: bool
+) -> dict[str, Any]:
+    texts = TokenTexts(state.worker)
+    choices = []
+    for i, (job, o) in enumerate(zip(jobs, outputs, strict=True)):
+        prefix = _prompt_text(state, job) if echo else ""
+        choices.append(
+            {
+                "index": i,
+                "text": prefix + o.text,
+                "logprobs": _completion_choice_logprobs(texts, job, o, echo),
+                "finish_reason": o.finish_reason,
+            }
+        )
     return {
         "id": response_id,
         "object": "text_completion",
         "created": int(time.time()),
         "model": state.model_name,
+        "system_fingerprint": system_fingerprint(state),
         "choices": choices,
         "usage": _usage_of(outputs),
     }
 
 
 async def _completion_stream(
-    state: AppState, jobs: list[Job], response_id: str, include_usage: bool
+    state: AppState, jobs: list[Job], response_id: str, include_usage: bool, *, echo: bool = False
 ) -> AsyncIterator[str]:
     chunk = _chunk_writer(state, response_id, "text_completion", include_usage)
-
+    texts = TokenTexts(state.worker)
+    offsets = [0] * len(jobs)  # characters sent per choice: each chunk's logprobs continue from there
+    if echo:
+        for i, job in enumerate(jobs):
+            prompt = _prompt_text(state, job)
+            offsets[i] = len(prompt)
+            yield chunk([{"index": i, "text": prompt, "logprobs": None, "finish_reason": None}])
     outputs: list[Output] = []
     try:
         async with aclosing(merge([run(state, job) for job in jobs])) as events:
             async for i, delta in events:
                 reason = delta.output.finish_reason if delta.output is not None else None
-                if delta.text or reason:
-                    yield chunk([{"index": i, "text": delta.text, "logprobs": None, "finish_reason": reason}])
+                values = getattr(delta, "token_logprobs", None)
+                tops = getattr(delta, "top_logprobs", None)
+                logprobs = None
+                if values is not None and tops is not None and delta.token_ids:
+                    num_top = jobs[i].request.top_logprobs_num
+                    logprobs = completion_logprobs(texts, delta.token_ids, values, tops, num_top, offsets[i])
+                offsets[i] += len(delta.text)
+                if delta.text or reason or logprobs:
+                    yield chunk([{"index": i, "text": delta.text, "logprobs": logprobs, "finish_reason": reason}])
                 if delta.output is not None:
                     outputs.append(delta.output)
     except APIError as exc:

@@ -37,6 +37,21 @@ class WorkRequest:
     ignore_eos: bool = False
     cache_salt: str | None = None
     route_hint: str | None = None  # prompt_cache_key / static_prefix_hash: where a new prefix should go
+    # constrained decoding, at most one (see structured_output.py); JSON compact unless any_whitespace
+    json_schema: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    json_any_whitespace: bool = False
+    # penalties and biases (vLLM's semantics), logprobs (raw, before any of them): see engine/model/
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    min_new_tokens: int = 0
+    return_logprob: bool = False
+    top_logprobs_num: int = 0
+    logprob_start_len: int = -1  # prompt logprobs from this position; -1: none
+    skip_special_tokens: bool = True
 
 
 def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
@@ -77,6 +92,7 @@ class Worker(Protocol):
     context_len: int
 
     def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]: ...
+    def detokenize(self, token_ids: Sequence[int], *, skip_special_tokens: bool = False) -> str: ...
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str: ...
     def validate(self, request: WorkRequest) -> None:
         """Raise ValueError, with a message saying what to change, if the engine would reject it."""
@@ -117,6 +133,9 @@ class LocalWorker:
     def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
+    def detokenize(self, token_ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special_tokens)
+
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         return render_chat(self.tokenizer, messages, tools)
 
@@ -131,6 +150,19 @@ class LocalWorker:
             stop=list(request.stop) or None,
             stop_token_ids=list(request.stop_token_ids) or None,
             ignore_eos=request.ignore_eos,
+            json_schema=request.json_schema,
+            regex=request.regex,
+            ebnf=request.ebnf,
+            json_any_whitespace=request.json_any_whitespace,
+            frequency_penalty=request.frequency_penalty,
+            presence_penalty=request.presence_penalty,
+            repetition_penalty=request.repetition_penalty,
+            logit_bias=dict(request.logit_bias) or None,
+            min_new_tokens=request.min_new_tokens,
+            return_logprob=request.return_logprob,
+            top_logprobs_num=request.top_logprobs_num,
+            logprob_start_len=request.logprob_start_len,
+            skip_special_tokens=request.skip_special_tokens,
         )
 
     def validate(self, request: WorkRequest) -> None:

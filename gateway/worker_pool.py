@@ -227,6 +227,9 @@ class WorkerPool:
     def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
+    def detokenize(self, token_ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special_tokens)
+
     def tokenize_output(self, text: str) -> list[int]:
         return self.tokenize(text, add_special_tokens=False)
 

@@ -58,7 +58,7 @@ def test_negative_max_tokens(client: TestClient, field: str) -> None:
         {"model": "tiny", "messages": [{"role": "wizard", "content": "x"}]},
         {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "temperature": -1},
         {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "top_p": 0},
-        {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "logprobs": True},
+        {"model": "tiny", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2},
         {"model": "tiny", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
         {"messages": [{"role": "user", "content": "x"}]},
     ],
@@ -74,7 +74,7 @@ def test_invalid_chat_bodies(client: TestClient, body: dict) -> None:
     [
         {"model": "tiny", "prompt": []},
         {"model": "tiny", "prompt": [10**9]},
-        {"model": "tiny", "prompt": "x", "echo": True},
+        {"model": "tiny", "prompt": "x", "suffix": "y"},
         {"model": "tiny", "prompt": "x", "top_k": 0},
     ],
 )
