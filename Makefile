@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser redis serve test bench demo clean
+.PHONY: install browser redis serve lint mypy test test-fast bench demo clean
 
 install: $(STAMP)
 
@@ -29,8 +29,25 @@ redis:
 serve: install
 	$(BIN)/radixgate serve $(ARGS)
 
+# ruff (lint and format) over the tree, mypy over the engine, the linter and the SDK (config in pyproject.toml).
+lint: install mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+# mypy reads the installed layout (sdk/ is `radixgate`, engine/ is `radixgate.engine`): a tree of links.
+MYPY_TREE := build/mypy
+mypy: install
+	rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)/radixgate
+	cp -rs "$(CURDIR)/sdk/." $(MYPY_TREE)/radixgate/
+	for d in engine gateway linter bench; do ln -s "$(CURDIR)/$$d" $(MYPY_TREE)/radixgate/$$d; done
+	$(BIN)/mypy
+
 test: install browser redis
 	$(BIN)/python -m pytest -q $(ARGS)
+
+# Everything but the `slow` tests (real servers, benchmark commands, compile check, pre-commit).
+test-fast: install redis
+	$(BIN)/python -m pytest -q -m "not slow" $(ARGS)
 
 bench: install
 	$(BIN)/radixgate bench offline $(ARGS)

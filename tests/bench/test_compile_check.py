@@ -8,6 +8,8 @@ import pytest
 
 from radixgate.engine.kernels.triton_runtime import HAS_TRITON
 
+pytestmark = pytest.mark.slow  # compiles every kernel
+
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_kernels_compile_for_hopper():

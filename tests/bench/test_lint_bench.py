@@ -3,6 +3,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from radixgate.bench import lint as bench
 
 
@@ -15,6 +17,7 @@ def test_generated_corpus_is_prompt_code_with_findings(tmp_path: Path):
     assert cpu > 0 and wall > 0
 
 
+@pytest.mark.slow
 def test_bench_command_prints_lines_per_second(capsys):
     assert bench.main(["--lines", "2000", "--repeat", "1"]) == 0
     out = capsys.readouterr().out

@@ -16,7 +16,6 @@ import radixgate as rg
 from radixgate.bench.serving import main as bench_main
 from radixgate.gateway.server_process import ServerProcess
 
-pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 STATIC = rg.system(
     "You answer questions about the shop's return policy. " + "Items can be returned within 30 days. " * 40

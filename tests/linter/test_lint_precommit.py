@@ -18,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
 
+pytestmark = pytest.mark.slow  # a real pre-commit run
+
 CLEAN = """def build(question):
     return [{"role": "system", "content": "You are a meticulous support assistant. Answer in three sentences and cite the policy section."},
             {"role": "user", "content": question}]
