@@ -3,7 +3,9 @@ import uuid
 import anthropic
 
 SYSTEM = ("You are an SRE assistant. Read the incident timeline and propose the three most likely "
-          "root causes, each with one command that would confirm or rule it out.")
+          "root causes, each with one command that would confirm or rule it out. Prefer read-only commands, "
+          "say which dashboard or log query shows the evidence, and end with the first mitigation to try. "
+          "Mark anything you are unsure of, and never suggest restarting a database without a backup.")
 
 
 class Assistant:

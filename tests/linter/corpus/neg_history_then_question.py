@@ -2,7 +2,7 @@
 from openai import OpenAI
 
 def ask(client: OpenAI, chat_history, question):
-    messages = [{"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}]
+    messages = [{"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates. Refunds follow section 4 of the returns policy, shipping questions follow section 7, and anything about accounts, billing or legal matters goes to a human agent with a one-line summary of the ticket."}]
     messages.extend(chat_history)
     messages.append({"role": "user", "content": question})
     return client.chat.completions.create(model="m", messages=messages)

@@ -7,4 +7,4 @@ def ask(client: OpenAI, topic, q):
     if topic in BLOCKED:
         return None
     return client.chat.completions.create(model="m", messages=[
-        {"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates."}, {"role": "user", "content": q}])
+        {"role": "system", "content": "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy section, and never invent order numbers or delivery dates. Refunds follow section 4 of the returns policy, shipping questions follow section 7, and anything about accounts, billing or legal matters goes to a human agent with a one-line summary of the ticket."}, {"role": "user", "content": q}])

@@ -1,4 +1,4 @@
-# expect: KV103
+# expect: none
 from openai import OpenAI
 
 
