@@ -22,6 +22,7 @@ from .rate_limit import RateLimiter
 from .routes_admin import router as admin_router
 from .routes_native import router as native_router
 from .routes_openai import router as openai_router
+from .routes_tokenizer import router as tokenizer_router
 from .state import AppState
 from .telemetry import make_tracer
 from .timeseries import TimeSeries
@@ -90,6 +91,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(openai_router)
     app.include_router(native_router)
+    app.include_router(tokenizer_router)
     app.include_router(dashboard_router)
     app.include_router(admin_router)
     # Starlette runs the last-added middleware first: auth, then the size limit, then routing.

@@ -1,0 +1,113 @@
+"""The tokenizer endpoints scripts and evaluation harnesses call, in vLLM's shapes:
+`/tokenize`, `/detokenize` and `/tokenizer_info` (what lm-evaluation-harness's remote tokenizer
+reads: `eos_token`, `bos_token`, `pad_token`, `chat_template`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .errors import APIError
+from .openai_schemas import ChatMessage, TokenId
+from .responses import ERRORS
+from .routes_openai import _template_message
+from .state import state_of
+
+router = APIRouter()
+
+
+class TokenizeRequest(BaseModel):
+    """vLLM's two forms: `prompt` (a completion prompt) or `messages` (rendered by the chat template)."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    prompt: str | None = None
+    messages: list[ChatMessage] | None = None
+    add_special_tokens: bool | None = None  # default: True for a prompt, False for messages (as vLLM)
+    add_generation_prompt: bool = True
+    tools: list[dict[str, Any]] | None = None
+    return_token_strs: bool = False
+
+    @model_validator(mode="after")
+    def _one_input(self) -> TokenizeRequest:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("send exactly one of 'prompt' or 'messages'")
+        return self
+
+
+class TokenizeResponse(BaseModel):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
+class DetokenizeRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    tokens: list[TokenId] = Field(max_length=1_000_000)
+
+
+class DetokenizeResponse(BaseModel):
+    prompt: str
+
+
+@router.post("/tokenize", response_model=TokenizeResponse, responses=ERRORS)
+async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
+    state = state_of(request)
+    if body.model is not None:
+        state.check_model(body.model)
+    worker = state.worker
+    if body.messages is not None:
+        messages = [_template_message(m) for m in body.messages]
+        tokenizer = getattr(worker, "tokenizer", None)
+        if body.add_generation_prompt or not getattr(tokenizer, "chat_template", None):
+            text = worker.render_chat(messages, body.tools)
+        else:
+            kwargs = {"tools": body.tools} if body.tools else {}
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **kwargs)
+        ids = worker.tokenize(text, add_special_tokens=bool(body.add_special_tokens))
+    else:
+        assert body.prompt is not None
+        add = True if body.add_special_tokens is None else body.add_special_tokens
+        ids = worker.tokenize(body.prompt, add_special_tokens=add)
+    strs = [worker.detokenize([t]) for t in ids] if body.return_token_strs else None
+    return {"count": len(ids), "max_model_len": worker.context_len, "tokens": ids, "token_strs": strs}
+
+
+@router.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)
+async def detokenize(body: DetokenizeRequest, request: Request) -> dict[str, Any]:
+    state = state_of(request)
+    if body.model is not None:
+        state.check_model(body.model)
+    vocab = len(getattr(state.worker, "tokenizer", None) or ())
+    bad = next((t for t in body.tokens if vocab and t >= vocab), None)
+    if bad is not None:
+        raise APIError(400, f"token id {bad} is outside the vocabulary [0, {vocab})", param="tokens")
+    return {"prompt": state.worker.detokenize(body.tokens)}
+
+
+@router.get("/tokenizer_info", responses=ERRORS)
+async def tokenizer_info(request: Request) -> dict[str, Any]:
+    """The tokenizer's configuration as vLLM serves it: special tokens as strings, the chat template,
+    the class name and the length limit."""
+    state = state_of(request)
+    tokenizer = getattr(state.worker, "tokenizer", None)
+    if tokenizer is None:
+        raise APIError(404, "this server has no tokenizer to describe", code="not_found")
+
+    def text(token: Any) -> str | None:
+        return None if token is None else str(token)
+
+    return {
+        "tokenizer_class": type(tokenizer).__name__,
+        "eos_token": text(tokenizer.eos_token),
+        "bos_token": text(tokenizer.bos_token),
+        "pad_token": text(tokenizer.pad_token),
+        "unk_token": text(tokenizer.unk_token),
+        "chat_template": getattr(tokenizer, "chat_template", None),
+        "model_max_length": state.worker.context_len,
+        "vocab_size": len(tokenizer),
+    }
