@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     g.add_argument("--admin-api-key", action="append", default=[], help="a key with the admin role (repeatable)")
     g.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
+    g.add_argument(
+        "--tool-call-parser",
+        default=None,
+        help="tool-call format: qwen25 (alias hermes), llama3 (alias llama3_json), mistral; default: from the model",
+    )
     r = p.add_argument_group("routing (a gateway in front of several engines)")
     r.add_argument(
         "--worker",
@@ -169,6 +174,7 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         dp_size=args.dp_size,
         router_policy=args.router_policy,
         allow_unsalted_workers=args.allow_unsalted_workers,
+        tool_call_parser=args.tool_call_parser,
     )
 
 

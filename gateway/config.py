@@ -44,6 +44,8 @@ class GatewayConfig:
     router_policy: str | None = None  # default: cache_aware
     allow_unsalted_workers: bool = False
     health_check_interval_s: float = 1.0
+    # tool-call output format (tool_parsers.py); None: chosen from the model's chat template
+    tool_call_parser: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("rate_limit_rpm", "rate_limit_tpm", "max_queued_requests"):
@@ -58,6 +60,10 @@ class GatewayConfig:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.health_check_interval_s <= 0:
             raise ValueError(f"health_check_interval_s must be > 0, got {self.health_check_interval_s}")
+        if self.tool_call_parser is not None:
+            from .tool_parsers import get_parser
+
+            get_parser(self.tool_call_parser)  # an unknown name fails at startup, listing the known ones
         for key, tenant in self.api_keys.items():
             if not key or not tenant:
                 raise ValueError("every API key needs a non-empty key and tenant name")

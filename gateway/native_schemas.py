@@ -24,6 +24,11 @@ class NativeSamplingParams(BaseModel):
     stop: str | list[str] | None = None
     stop_token_ids: list[TokenId] | None = None
     ignore_eos: bool = False
+    # constrained decoding (SGLang's names): at most one; JSON is compact unless json_any_whitespace
+    json_schema: str | None = None
+    regex: str | None = None
+    ebnf: str | None = None
+    json_any_whitespace: bool = False
 
 
 class GenerateRequest(BaseModel):

@@ -170,6 +170,10 @@ class RadixgateWorker(HTTPWorker):
                 "ignore_eos": request.ignore_eos,
             },
         }
+        grammar = {"json_schema": request.json_schema, "regex": request.regex, "ebnf": request.ebnf}
+        body["sampling_params"].update({k: v for k, v in grammar.items() if v is not None})
+        if request.json_any_whitespace:
+            body["sampling_params"]["json_any_whitespace"] = True
         response = await self._open("/generate", body, request.cache_salt)
         ids: list[int] = []
         text = ""

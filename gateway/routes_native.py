@@ -22,6 +22,7 @@ from .openai_schemas import ErrorResponse
 from .prompt_stats import RequestTags, estimate_static_tokens
 from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
+from .structured_output import constraint_of, precompile
 from .worker import WorkRequest
 
 router = APIRouter()
@@ -77,8 +78,10 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
         ignore_eos=sp.ignore_eos,
         cache_salt=state.cache_salt(tenant),
         route_hint=tags.static_prefix_hash,
+        **(constraint.fields() if (constraint := constraint_of(sp)) else {}),
     )
     job = Job("generate", "generate", tenant, tags, work, static, text)
+    await precompile(state.worker, work)
     job.validate(state)
     state.admit(tenant, len(input_ids), "generate")
     start = time.perf_counter()

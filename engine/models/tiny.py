@@ -13,12 +13,35 @@ import tempfile
 from ..config import default_model_cache_dir
 
 TINY_NAME = "tiny"
-TINY_VERSION = "v1"
+TINY_VERSION = "v2"  # v2: the chat template renders tools (same weights as v1)
 TINY_SEED = 20261129
 IM_START, IM_END, ENDOFTEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
+# ChatML; with `tools`, Qwen 2.5's (Hermes) tool section: the system turn lists the tools in <tools>
+# and asks for <tool_call> blocks, earlier calls are rendered back as <tool_call> blocks and tool
+# results as <tool_response> in a user turn. Without tools the text is plain ChatML.
+_TOOLS_SYSTEM = (
+    "{% if tools %}<|im_start|>system\n"
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] }}\n\n{% endif %}"
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
+    "{% for tool in tools %}{{ '\\n' }}{{ tool | tojson }}{% endfor %}{{ '\\n' }}</tools>\n\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n"
+    '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n{% endif %}'
+)
+_TOOL_CALLS = (
+    "{% for call in message['tool_calls'] or [] %}{{ '\\n' }}<tool_call>\n"
+    '{"name": "{{ call[\'function\'][\'name\'] }}", "arguments": '
+    "{% if call['function']['arguments'] is string %}{{ call['function']['arguments'] }}"
+    "{% else %}{{ call['function']['arguments'] | tojson }}{% endif %}}\n</tool_call>{% endfor %}"
+)
 CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    _TOOLS_SYSTEM + "{% for message in messages %}"
+    "{% if tools and loop.first and message['role'] == 'system' %}"
+    "{% elif message['role'] == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message['content'] }}\n"
+    "</tool_response><|im_end|>\n"
+    "{% else %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}" + _TOOL_CALLS + "<|im_end|>\n"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 TINY_SHAPE = dict(
     hidden_size=256,
