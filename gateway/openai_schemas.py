@@ -72,15 +72,6 @@ class _SamplingFields(_Request):
     regex: str | None = None
     ebnf: str | None = None
     json_any_whitespace: bool = False
-    # constrained decoding: vLLM's extras, SGLang's, and whitespace in JSON (see structured_output.py)
-    structured_outputs: dict[str, Any] | None = None
-    guided_json: dict[str, Any] | str | None = None
-    guided_regex: str | None = None
-    guided_choice: list[str] | None = None
-    guided_grammar: str | None = None
-    regex: str | None = None
-    ebnf: str | None = None
-    json_any_whitespace: bool = False
     repetition_penalty: float | None = Field(default=None, gt=0.0, le=2.0)
     min_tokens: int = Field(default=0, ge=0)
 
@@ -93,7 +84,6 @@ class ChatCompletionRequest(_SamplingFields):
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     response_format: dict[str, Any] | None = None
-    parallel_tool_calls: bool = True
     parallel_tool_calls: bool = True
 
 
@@ -164,24 +154,9 @@ class ToolCallDelta(BaseModel):
     function: FunctionCallDelta
 
 
-class FunctionCallDelta(BaseModel):
-    name: str | None = None
-    arguments: str | None = None
-
-
-class ToolCallDelta(BaseModel):
-    """A piece of a streamed call: `id`, `type` and `name` come in the call's first delta."""
-
-    index: int
-    id: str | None = None
-    type: Literal["function"] | None = None
-    function: FunctionCallDelta
-
-
 class ChatDelta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
-    tool_calls: list[ToolCallDelta] | None = None
     tool_calls: list[ToolCallDelta] | None = None
 
 

@@ -31,8 +31,6 @@ from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
 from .structured_output import constrain, constraint_of, precompile
 from .tool_calls import ToolPlan, tool_chat_full, tool_chat_stream, tool_parser_for
-from .structured_output import constrain, constraint_of, precompile
-from .tool_calls import ToolPlan, tool_chat_full, tool_chat_stream, tool_parser_for
 from .worker import Output, WorkRequest
 
 router = APIRouter()
@@ -323,9 +321,6 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
             index = p * body.n + i
             work = _work(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i, logprobs)
             jobs.append(Job("completions", "text_completion", _tenant(request), tags, work, static, text))
-    jobs = constrain(jobs, constraint := constraint_of(body))
-    if constraint is not None:
-        await precompile(state.worker, jobs[0].request)
     jobs = constrain(jobs, constraint := constraint_of(body))
     if constraint is not None:
         await precompile(state.worker, jobs[0].request)

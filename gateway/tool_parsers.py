@@ -188,8 +188,9 @@ def get_parser(name: str) -> ToolParser:
     return _PARSERS[name]()
 
 
-def detect_parser(chat_template: str | None, model_type: str | None = None) -> str:
-    """The parser for a model: from the tool-call syntax its chat template teaches, else its family."""
+def detect_parser(chat_template: str | None, architecture: str | None = None) -> str:
+    """The parser for a model: from the tool-call syntax its chat template teaches, else its family
+    (`architecture` as config.json names it, "LlamaForCausalLM" say)."""
     template = chat_template or ""
     if "<tool_call>" in template:
         return "qwen25"
@@ -197,4 +198,5 @@ def detect_parser(chat_template: str | None, model_type: str | None = None) -> s
         return "mistral"
     if "<|python_tag|>" in template or "ipython" in template:
         return "llama3"
-    return {"mistral": "mistral", "llama": "llama3"}.get(model_type or "", "qwen25")
+    family = (architecture or "").lower()
+    return next((parser for key, parser in (("mistral", "mistral"), ("llama", "llama3")) if key in family), "qwen25")

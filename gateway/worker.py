@@ -42,11 +42,6 @@ class WorkRequest:
     regex: str | None = None
     ebnf: str | None = None
     json_any_whitespace: bool = False
-    # constrained decoding, at most one (see structured_output.py); JSON compact unless any_whitespace
-    json_schema: str | None = None
-    regex: str | None = None
-    ebnf: str | None = None
-    json_any_whitespace: bool = False
     # penalties and biases (vLLM's semantics), logprobs (raw, before any of them): see engine/model/
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
@@ -155,10 +150,6 @@ class LocalWorker:
             stop=list(request.stop) or None,
             stop_token_ids=list(request.stop_token_ids) or None,
             ignore_eos=request.ignore_eos,
-            json_schema=request.json_schema,
-            regex=request.regex,
-            ebnf=request.ebnf,
-            json_any_whitespace=request.json_any_whitespace,
             json_schema=request.json_schema,
             regex=request.regex,
             ebnf=request.ebnf,

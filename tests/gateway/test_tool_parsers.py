@@ -97,7 +97,8 @@ def test_parser_chosen_from_template_or_family() -> None:
     assert detect_parser("...<tool_call>...") == "qwen25"
     assert detect_parser("...[TOOL_CALLS]...") == "mistral"
     assert detect_parser("...<|python_tag|>...") == "llama3"
-    assert detect_parser(None, "llama") == "llama3"
-    assert detect_parser(None, "mistral") == "mistral"
+    assert detect_parser(None, "LlamaForCausalLM") == "llama3"
+    assert detect_parser(None, "MistralForCausalLM") == "mistral"
+    assert detect_parser(None, "Qwen2ForCausalLM") == "qwen25"
     with pytest.raises(ValueError, match="use one of"):
         get_parser("pythonic")
