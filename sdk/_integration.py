@@ -124,7 +124,8 @@ def split_system_templates(
 
     A sentence using no variable, or only variables named in `static`, is STATIC; one whose
     variables are all in `shared` or `static` is SHARED; any other is TURN. Lines keep their
-    order within each part; the STATIC part keeps its blank lines (paragraphs)."""
+    order within each part; the STATIC part keeps its blank lines (paragraphs). A variable without
+    a value stays as ``{name}``, as LlamaIndex's formatter leaves it."""
     static_vars, shared_vars = set(static), set(shared) | set(static)
     lines: dict[str, list[str]] = {"static": [], "shared": [], "turn": []}
     for template in templates:
@@ -136,7 +137,7 @@ def split_system_templates(
             for sentence in _SENTENCE_BREAK.split(line):
                 used = fstring_variables(sentence)
                 level = "static" if used <= static_vars else "shared" if used <= shared_vars else "turn"
-                parts[level].append(sentence.format(**{k: values[k] for k in used}))
+                parts[level].append(sentence.format(**{k: values.get(k, "{" + k + "}") for k in used}))
             for level, sentences in parts.items():
                 if sentences:
                     lines[level].append(" ".join(sentences))
