@@ -190,7 +190,100 @@ def extend_attention_torch(
     """q: [num_new_tokens, num_heads, head_dim] -> o: same shape (written into `out` if given).
 
     K/V are dequantized as cache value * scale. `max_q_len` is a launch hint for the Triton
-    version, unused here."""
+    version, unused here. On CPU this runs torch's flash-attention kernel, which never holds a
+    whole score matrix: each request's new tokens attend causally among themselves (requests of
+    similar length batched, right-padded, in one call) and, separately, to their cached prefix
+    (no mask needed); the two partial results merge through their log-sum-exp."""
+    out = torch.empty_like(q) if out is None else out
+    if q.device.type != "cpu" or _flash_cpu is None:
+        return extend_attention_masked(
+            q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, sm_scale, k_scale, v_scale, out
+        )
+    num_heads, num_kv_heads = q.shape[1], k_cache.shape[1]
+    group = num_heads // num_kv_heads
+    qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
+    k_all = _dequantize(k_cache[kv_indices], k_scale, q.dtype)  # [total_kv, Hkv, D]
+    v_all = _dequantize(v_cache[kv_indices], v_scale, q.dtype)
+    reqs = [b for b in range(len(qo) - 1) if qo[b + 1] > qo[b]]
+    # the new tokens among themselves, causal: [H, q_len, D] per request, with its log-sum-exp [H, q_len]
+    for members in _similar_lengths(reqs, [qo[b + 1] - qo[b] for b in range(len(qo) - 1)]):
+        q_len = max(qo[b + 1] - qo[b] for b in members)
+        qs, ks, vs = [], [], []
+        for b in members:
+            new_kv = slice(kv[b + 1] - (qo[b + 1] - qo[b]), kv[b + 1])
+            qs.append(_pad_rows(q[qo[b] : qo[b + 1]], q_len))
+            ks.append(_pad_rows(k_all[new_kv], q_len))
+            vs.append(_pad_rows(v_all[new_kv], q_len))
+        qb = torch.stack(qs).transpose(1, 2)  # [n, H, q_len, D]
+        kb = torch.stack(ks).repeat_interleave(group, dim=2).transpose(1, 2)
+        vb = torch.stack(vs).repeat_interleave(group, dim=2).transpose(1, 2)
+        o, lse = _flash_cpu(qb, kb, vb, 0.0, True, scale=sm_scale)
+        for i, b in enumerate(members):
+            n = qo[b + 1] - qo[b]
+            prefix_len = kv[b + 1] - kv[b] - n
+            if prefix_len == 0:
+                out[qo[b] : qo[b + 1]] = o[i, :, :n].transpose(0, 1)
+                continue
+            prefix = slice(kv[b], kv[b] + prefix_len)
+            op, lsep = _attend_prefix(q[qo[b] : qo[b + 1]], k_all[prefix], v_all[prefix], group, sm_scale)
+            total = torch.logaddexp(lse[i, :, :n], lsep)  # [H, n]
+            merged = o[i, :, :n] * torch.exp(lse[i, :, :n] - total)[..., None] + op * torch.exp(lsep - total)[..., None]
+            out[qo[b] : qo[b + 1]] = merged.transpose(0, 1)
+    return out
+
+
+def _attend_prefix(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: int, sm_scale: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """q: [n, H, D] new tokens; k, v: [P, Hkv, D] the cached prefix, fully visible to every new token.
+    Returns (o [H, n, D], lse [H, n]). The G query heads of a KV head go in as rows of one matrix,
+    so the prefix is read once per KV head (no repeat for GQA)."""
+    n, num_heads, head_dim = q.shape
+    num_kv_heads = k.shape[1]
+    qg = q.view(n, num_kv_heads, group, head_dim).permute(1, 2, 0, 3).reshape(1, num_kv_heads, group * n, head_dim)
+    o, lse = _flash_cpu(qg, k.transpose(0, 1)[None], v.transpose(0, 1)[None], 0.0, False, scale=sm_scale)
+    return o.reshape(num_heads, n, head_dim), lse.reshape(num_heads, n)
+
+
+def _similar_lengths(reqs: list[int], lengths: list[int]) -> list[list[int]]:
+    """Groups requests whose lengths are within 3/4 of the group's longest, so right-padding a group
+    to its longest costs little."""
+    groups: list[list[int]] = []
+    for b in sorted(reqs, key=lambda b: -lengths[b]):
+        if groups and 4 * lengths[b] >= 3 * lengths[groups[-1][0]]:
+            groups[-1].append(b)
+        else:
+            groups.append([b])
+    return groups
+
+
+def _pad_rows(x: torch.Tensor, rows: int) -> torch.Tensor:
+    return x if x.shape[0] == rows else F.pad(x, (0, 0, 0, 0, 0, rows - x.shape[0]))
+
+
+def _dequantize(x: torch.Tensor, scale: float, dtype: torch.dtype) -> torch.Tensor:
+    if scale == 1.0 and x.dtype == dtype:
+        return x
+    return (x.to(torch.float32) * scale).to(dtype)
+
+
+# torch's CPU flash-attention kernel, which also returns the log-sum-exp the prefix merge needs.
+_flash_cpu = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+
+
+def extend_attention_masked(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    qo_indptr: torch.Tensor,
+    kv_indptr: torch.Tensor,
+    kv_indices: torch.Tensor,
+    sm_scale: float,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The plain reference (any device): one masked SDPA per request, score matrices materialised."""
     out = torch.empty_like(q) if out is None else out
     qo = qo_indptr.tolist()
     kv = kv_indptr.tolist()

@@ -7,7 +7,7 @@ import torch
 from paged_batch import make_paged_batch, max_rel_err
 
 from radixgate.engine.kernels.decode_attention import decode_attention_torch
-from radixgate.engine.kernels.extend_attention import extend_attention_torch
+from radixgate.engine.kernels.extend_attention import extend_attention_masked, extend_attention_torch
 from radixgate.engine.kernels.extend_attention import extend_attention_triton as triton_kernel
 from radixgate.engine.kernels.triton_runtime import HAS_TRITON
 
@@ -89,3 +89,18 @@ def test_extend_last_token_equals_decode():
     dec_indices = torch.cat([kv_indices[kv_indptr[b] : kv_indptr[b + 1]] for b in with_new])
     dec = decode_attention_torch(q[last_rows], k_cache, v_cache, dec_indptr, dec_indices, sm_scale)
     assert max_rel_err(dec, ext[last_rows]) <= 1e-5
+
+
+@pytest.mark.parametrize("group", [1, 4, 7])
+@pytest.mark.parametrize(
+    ("dtype", "kv_dtype", "tol"),
+    [(torch.float32, None, 1e-5), (torch.bfloat16, None, 2e-2), (torch.float32, torch.float8_e5m2, 1e-5)],
+)
+def test_cpu_flash_path_matches_masked_reference(group, dtype, kv_dtype, tol):
+    """The CPU path (flash kernel, new tokens batched by length, prefix merged by log-sum-exp) equals
+    one masked SDPA per request: prefixes, no-prefix requests, an empty request, GQA, FP8 pools."""
+    args = _inputs(torch.device("cpu"), group, 16, dtype, kv_dtype)
+    got = extend_attention_torch(*args)
+    ref = extend_attention_masked(*args)
+    assert torch.isfinite(ref).all()
+    assert max_rel_err(got, ref) <= tol
