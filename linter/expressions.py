@@ -78,7 +78,7 @@ class Evaluator:
             if qual in ("textwrap.dedent", "inspect.cleandoc") or (
                 isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS
             ):
-                inner = node.args[0] if qual else node.func.value
+                inner = node.args[0] if qual or not isinstance(node.func, ast.Attribute) else node.func.value
                 return self.literal(inner, scope)
         return None
 
@@ -129,11 +129,11 @@ class Evaluator:
             return text(len(v), node, v) if isinstance(v, str) else text(len(repr(v)), node)
         if isinstance(node, ast.JoinedStr):
             out: list = []
-            for v in node.values:
-                if isinstance(v, ast.FormattedValue):
-                    out.extend(self.shape(v.value, scope))
+            for piece in node.values:
+                if isinstance(piece, ast.FormattedValue):
+                    out.extend(self.shape(piece.value, scope))
                 else:
-                    out.extend(self.shape(v, scope))
+                    out.extend(self.shape(piece, scope))
             return tuple(out)
         if isinstance(node, ast.BinOp):
             return self.binop(node, scope)
@@ -166,7 +166,7 @@ class Evaluator:
         if isinstance(node, (ast.Await, ast.Starred)):
             return self.shape(node.value, scope)
         if isinstance(node, ast.Dict):
-            return derive(self.sequence([v for v in node.values if v is not None], scope), node)
+            return derive(self.sequence(node.values, scope), node)
         if isinstance(node, ast.BoolOp):  # `a or ""` is `a`
             return derive(tuple(p for v in node.values for p in self.shape(v, scope, hint)), node)
         if isinstance(node, ast.Compare):
@@ -253,8 +253,8 @@ class Evaluator:
             for target in ast.walk(gen.target):
                 if isinstance(target, ast.Name):
                     inner.values[target.id] = derive(item, target, target.id)
-        item = node.value if isinstance(node, ast.DictComp) else node.elt
-        shape = derive(self.shape(item, inner), node, None, flaws)
+        body = node.value if isinstance(node, ast.DictComp) else node.elt
+        shape = derive(self.shape(body, inner), node, None, flaws)
         if isinstance(node, ast.SetComp):
             shape = with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set comprehension"))
         return shape

@@ -104,7 +104,7 @@ def _wrap_sorted(node: ast.AST, parent: ast.AST | None, lines: list[str]) -> Fix
             or (isinstance(parent.func, ast.Name) and parent.func.id in ("list", "tuple"))
         )
     )
-    if not iterated or not hasattr(node, "end_lineno"):
+    if not iterated or not isinstance(node, ast.expr) or node.end_lineno is None or node.end_col_offset is None:
         return None
     start_line, end_line = lines[node.lineno - 1], lines[node.end_lineno - 1]
     start = _char_col(start_line, node.col_offset)
@@ -142,7 +142,7 @@ def _move_head(fstring: ast.JoinedStr, where: tuple[int, int], lines: list[str])
     rest = values[last + 1 :]
     if not rest or not isinstance(rest[0], ast.Constant) or fstring.end_lineno is None:
         return None
-    tail_text = "".join(str(v.value) for v in rest)
+    tail_text = "".join(str(v.value) for v in rest if isinstance(v, ast.Constant))  # all of them: after the last value
     cut = min((i + len(b) for b in (". ", ".\n", "\n") if (i := tail_text.find(b)) >= 0), default=-1)
     if not 0 <= cut <= 24:  # no short end of sentence after the value: move the value alone
         cut = len(tail_text) - len(tail_text.lstrip(" \t\n.,;:|-"))

@@ -126,7 +126,7 @@ def apply(
         out.append(v)
     if enabled:
         out.extend(_unexplained(templates, matched, filenames))
-    measured = sorted((v for v in out if v.measured), key=lambda v: -v.measured.recomputed_tokens)
+    measured = sorted((v for v in out if v.measured), key=lambda v: -v.measured.recomputed_tokens if v.measured else 0)
     return measured + [v for v in out if not v.measured]
 
 

@@ -29,7 +29,7 @@ class Finding(NamedTuple):
     """A rule broken at `node`, with the fields its message template needs."""
 
     code: str
-    node: ast.AST
+    node: ast.AST | None  # None: the finding has no location of its own (reported at the call)
     fields: dict
     change: Change | None
 

@@ -14,8 +14,10 @@ min-static-chars = 80          # KV101/KV102: static text after a dynamic value 
 from __future__ import annotations
 
 import fnmatch
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from .rules import RULES
 
@@ -76,7 +78,7 @@ class Settings:
                 return True
         return False
 
-    def override(self, **changes: object) -> Settings:
+    def override(self, **changes: Any) -> Settings:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
@@ -93,10 +95,10 @@ def load_settings(path: Path | None) -> Settings:
     """Settings from `path` (a pyproject.toml), or the defaults when `path` is None."""
     if path is None:
         return Settings()
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:
+        import tomli as tomllib
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:

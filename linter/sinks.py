@@ -214,10 +214,10 @@ def element_segments(ev: Evaluator, node: ast.expr, scope: Scope, templated: boo
     if isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant):
         role = _LC_ROLES.get(str(node.elts[0].value).lower())
         if str(node.elts[0].value) == "placeholder":
-            var = node.elts[1].value if isinstance(node.elts[1], ast.Constant) else "history"
-            var = str(var).strip("{}")
-            found = names.classify_name(var) or (Kind.HISTORY, Change.PER_SESSION)
-            return [Segment(None, value(found[0], found[1], node, var))]
+            held = node.elts[1].value if isinstance(node.elts[1], ast.Constant) else "history"
+            variable = str(held).strip("{}")
+            found = names.classify_name(variable) or (Kind.HISTORY, Change.PER_SESSION)
+            return [Segment(None, value(found[0], found[1], node, variable))]
         return [Segment(role, template_shape(ev, node.elts[1], scope))]
     return [Segment(None, derive(ev.shape(node, scope), node))]
 

@@ -69,9 +69,9 @@ class Walker:
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
             flaws = loop_flaws + flaws_of(item)
-            for target in ast.walk(stmt.target):
-                if isinstance(target, ast.Name):
-                    scope.values[target.id] = item
+            for bound in ast.walk(stmt.target):
+                if isinstance(bound, ast.Name):
+                    scope.values[bound.id] = item
             was, scope.in_loop = scope.in_loop, True
             scope.depth += 1
             self.body(stmt.body, scope, flaws)
@@ -173,8 +173,8 @@ class Walker:
             return
         if not isinstance(func, ast.Attribute):
             return
-        seeded = scope.rngs.get(func.value.id) if isinstance(func.value, ast.Name) else None
-        if func.attr == "shuffle" and seeded is False and call.args:
+        rng_seeded = scope.rngs.get(func.value.id) if isinstance(func.value, ast.Name) else None
+        if func.attr == "shuffle" and rng_seeded is False and call.args:
             self.taint(call.args[0], Flaw(UnseededShuffle.code, call, "unseeded `shuffle`"), scope)
             return
         target = func.value.id if isinstance(func.value, ast.Name) else None
