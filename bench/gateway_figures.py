@@ -1,6 +1,4 @@
-"""Print the gateway issue's "What it must show" figures from a live `radixgate serve`.
-
-    .venv/bin/python scripts/gateway_figures.py
+"""The gateway's checks against live servers: `radixgate bench gateway-figures`.
 
 Starts two servers on free loopback ports (one open, one with two API keys), drives them with
 the official `openai` package and plain HTTP, and prints one line per item.
@@ -8,6 +6,7 @@ the official `openai` package and plain HTTP, and prints one line per item.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import subprocess
@@ -121,7 +120,9 @@ def item5(base: str) -> None:
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="radixgate bench gateway-figures", description=__doc__.splitlines()[0])
+    parser.parse_args(argv)
     with ServerProcess(["--enable-debug-endpoints"]) as server:
         for item in (item1, item2, item4, item5):
             item(server.base_url)
@@ -130,9 +131,10 @@ def main() -> None:
         keys.flush()
         with ServerProcess(["--api-keys-file", keys.name]) as server:
             item3(server.base_url)
-    print("6. dashboard: python -m radixgate.bench.screenshot docs/dashboard.png")
-    print("7. overhead:  python -m radixgate.bench.gateway")
+    print("6. dashboard: radixgate bench screenshot docs/dashboard.png")
+    print("7. overhead:  radixgate bench gateway")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """The engine end to end on a Llama-3.1-8B-shaped random-weight checkpoint, 16-bit KV vs FP8 KV.
 
-    python scripts/gpu_bench.py                      # on a CUDA machine: bf16, 8B shape
-    python scripts/gpu_bench.py --shape small --device cpu --num-requests 4 --output-len 4   # smoke test
+    radixgate bench gpu-engine                      # on a CUDA machine: bf16, 8B shape
+    radixgate bench gpu-engine --shape small --device cpu --num-requests 4 --output-len 4   # smoke test
 
 Writes the checkpoint once (random bf16 weights generated on the device, safetensors shards, the
 tiny model's tokenizer), then for each KV dtype: builds an engine, runs a batch of requests that

@@ -75,7 +75,7 @@ run_step() {  # run_step NAME COMMAND...: logs to $OUT/NAME.log, records the exi
 
 run_step tests "$PY" -m pytest -q -p no:cacheprovider tests/engine/kernels --durations=10
 run_step kernels "$PY" -m radixgate.bench.kernels --batch 64 --context 4096
-run_step engine "$PY" scripts/gpu_bench.py --shape 8b --num-requests 64 --prompt-len 1024 --shared-prefix 512 \
+run_step engine "$PY" -m radixgate.bench.gpu_engine --shape 8b --num-requests 64 --prompt-len 1024 --shared-prefix 512 \
     --output-len 128
 run_step quality "$PY" -m radixgate.bench.fp8_quality --device cuda --attention-backend triton
 

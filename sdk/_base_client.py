@@ -112,6 +112,8 @@ def build_body(
     """The JSON bytes of a chat (``kind="chat"``) or completion request."""
     body: dict[str, Any] = {"model": model}
     if kind == "chat":
+        if isinstance(prompt, str):
+            raise TypeError("a chat request takes a Prompt or a list of messages, not a string")
         body["messages"] = prompt.messages() if isinstance(prompt, Prompt) else [dict(m) for m in prompt]
     else:
         body["prompt"] = prompt.text() if isinstance(prompt, Prompt) else prompt

@@ -21,7 +21,7 @@ _SKIPPED = (_SDK_DIR, _ASYNCIO_DIR)
 
 def _user_frame(skipped: tuple[str, ...] = _SKIPPED) -> FrameType | None:
     """The innermost frame whose file is under none of the `skipped` folders (nor a frozen module)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
         if not filename.startswith(skipped) and not frame.f_code.co_filename.startswith("<frozen"):

@@ -13,6 +13,17 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "offline"): ("radixgate.bench.offline", "benchmark the engine in-process (radix cache vs none vs HF)"),
     ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
     ("bench", "router"): ("radixgate.bench.router", "routing policies over local workers: hit rate vs ideal, req/s"),
+    ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
+    ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
+    ("bench", "gpu-engine"): ("radixgate.bench.gpu_engine", "the engine on an 8B-shaped checkpoint, 16-bit vs FP8 KV"),
+    ("bench", "fp8-quality"): ("radixgate.bench.fp8_quality", "FP8 vs full-precision KV: logits and greedy tokens"),
+    ("bench", "compile-check"): ("radixgate.bench.compile_check", "compile the Triton kernels for a GPU, without one"),
+    ("bench", "gateway"): ("radixgate.bench.gateway", "gateway overhead: in-process engine vs loopback HTTP"),
+    ("bench", "gateway-figures"): ("radixgate.bench.gateway_figures", "the gateway's checks against live servers"),
+    ("bench", "screenshot"): ("radixgate.bench.screenshot", "screenshot the dashboard in headless Chromium"),
+    ("bench", "lint"): ("radixgate.bench.lint", "promptlint speed on a generated corpus"),
+    ("bench", "lint-eval"): ("radixgate.bench.lint_eval", "promptlint precision and recall on the labeled corpus"),
+    ("bench", "docgen"): ("radixgate.bench.docgen", "write docs/rules.md from the rule catalog"),
     ("demo",): ("radixgate.bench.demo", "the closed loop: bad app, promptlint, fixed app, before/after"),
 }
 
@@ -20,7 +31,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
 def _usage() -> str:
     lines = ["usage: radixgate COMMAND [ARGS]", "", "commands:"]
     for words, (_, help_text) in COMMANDS.items():
-        lines.append(f"  {' '.join(words):<16} {help_text}")
+        lines.append(f"  {' '.join(words):<22} {help_text}")
     lines.append("")
     lines.append("Run `radixgate COMMAND --help` for a command's options.")
     return "\n".join(lines)
