@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser redis serve lint mypy test test-fast bench demo clean
+.PHONY: install browser redis serve lint mypy mypy-tree mypy-check test test-fast bench demo clean
 
 install: $(STAMP)
 
@@ -36,10 +36,14 @@ lint: install mypy
 
 # mypy reads the installed layout (sdk/ is `radixgate`, engine/ is `radixgate.engine`): a tree of links.
 MYPY_TREE := build/mypy
-mypy: install
+mypy: install mypy-tree mypy-check
+
+mypy-tree:
 	rm -rf $(MYPY_TREE) && mkdir -p $(MYPY_TREE)/radixgate
 	cp -rs "$(CURDIR)/sdk/." $(MYPY_TREE)/radixgate/
 	for d in engine gateway linter bench; do ln -s "$(CURDIR)/$$d" $(MYPY_TREE)/radixgate/$$d; done
+
+mypy-check:
 	$(BIN)/mypy
 
 test: install browser redis
