@@ -66,11 +66,26 @@ class SamplingInfo:
 class Sampler:
     def __init__(self, processors: Sequence[LogitsProcessor] = ()):
         self.processors = list(processors)
+        self._info: SamplingInfo | None = None  # the last step's, reused while the batch is unchanged
+
+    def sampling_info(self, reqs: Sequence[Req], device: torch.device) -> SamplingInfo:
+        """The step's SamplingInfo; decode steps over the same requests reuse the last one (holding
+        the requests keeps them alive, so identity comparison cannot be fooled by a reused id)."""
+        last = self._info
+        if (
+            last is not None
+            and len(last.reqs) == len(reqs)
+            and last.is_greedy.device == device
+            and all(a is b for a, b in zip(last.reqs, reqs, strict=True))
+        ):
+            return last
+        self._info = SamplingInfo.from_reqs(list(reqs), device)
+        return self._info
 
     @torch.inference_mode()  # the logits come from the model's forward under inference mode
     def __call__(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
         """logits: [B, vocab] float32, one row per request -> one token id per request."""
-        info = SamplingInfo.from_reqs(reqs, logits.device)
+        info = self.sampling_info(reqs, logits.device)
         logprobs = OutputLogprobs(logits, reqs)  # raw: before any processor edits the logits
         for process in self.processors:
             process(logits, info)

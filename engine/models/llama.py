@@ -208,7 +208,7 @@ def lm_head_logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
     On CPU with few rows (decode), BLAS runs `weight @ x.T` (vocabulary as the long side) about
     twice as fast as `x @ weight.T`, so the product is taken in vocabulary chunks that way round."""
-    if x.device.type != "cpu" or x.shape[0] > 64:
+    if x.device.type != "cpu" or not 1 < x.shape[0] <= 32:
         return F.linear(x, weight).float()
     vocab = weight.shape[0]
     out = torch.empty(x.shape[0], vocab, dtype=x.dtype, device=x.device)
