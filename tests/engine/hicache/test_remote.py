@@ -234,3 +234,27 @@ def test_serve_flags_reach_the_engine_config():
     assert config.hicache_storage_backend == "redis"
     assert config.hicache_storage_backend_options["ttl_s"] == 60.0
     assert config.hicache_storage_backend_options["url"] == "redis://127.0.0.1:1/0"
+
+
+def test_remote_hits_reach_metrics_and_server_info(workers):
+    from fastapi.testclient import TestClient
+
+    from radixgate.gateway.app import create_app
+    from radixgate.gateway.config import GatewayConfig
+    from radixgate.gateway.worker import LocalWorker
+
+    a, b = workers
+    p = tokens(300, 50)
+    run(a, p)
+    a.hicache.drain()
+    with TestClient(create_app(GatewayConfig(), worker=LocalWorker(b))) as c:
+        body = {"input_ids": p, "sampling_params": {"max_new_tokens": 2, "temperature": 0}}
+        r = c.post("/generate", json=body)
+        assert r.status_code == 200 and r.json()["meta_info"]["cached_tokens"] == 256
+        metrics = c.get("/metrics").text
+        remote = [line for line in metrics.splitlines() if 'tier="remote"' in line and not line.startswith("#")]
+        assert remote and float(remote[0].rsplit(" ", 1)[1]) >= 256
+        assert any(line.startswith("radixgate:hicache_loaded_tokens_remote{") for line in metrics.splitlines())
+        info = c.get("/server_info").json()  # what the dashboard's tier line reads
+        assert info["prefix_cache_hits_by_tier"]["remote"] >= 256
+        assert info["hicache_remote_backend"] == "redis" and info["engine_config"]["hicache_storage_backend"] == "redis"
