@@ -66,6 +66,8 @@ _LAZY: dict[str, str] = {
     "tagging_async_http_client": "_tagging",
     "tagging_http_client": "_tagging",
     "OPENAI_MIN_CACHE_TOKENS": "_wire",
+    "openai_cache_hints": "_providers",
+    "anthropic_min_cache_tokens": "_providers",
     "count_tokens": "_wire",
     **dict.fromkeys(
         (
@@ -119,6 +121,7 @@ if TYPE_CHECKING:
         VolatileStaticSegmentWarning,
     )
     from ._prompt import Prompt
+    from ._providers import anthropic_min_cache_tokens, openai_cache_hints
     from ._segments import (
         Segment,
         Volatility,
@@ -172,6 +175,9 @@ __all__ = [
     # tokens
     "count_tokens",
     "OPENAI_MIN_CACHE_TOKENS",
+    # hosted providers' cache controls (Prompt.to_anthropic() builds Anthropic requests)
+    "openai_cache_hints",
+    "anthropic_min_cache_tokens",
     # responses
     "ChatCompletion",
     "ChatCompletionChunk",

@@ -15,9 +15,11 @@ messages, then one user message holding the TURN segments. Within a level, decla
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from ._callsite import call_site, warn_at_call_site
 from ._exceptions import ShortStaticPrefixWarning, VolatileStaticSegmentWarning
+from ._providers import to_anthropic
 from ._segments import Message, Segment, Volatility, find_volatile
 from ._wire import OPENAI_MIN_CACHE_TOKENS, RequestTags, count_tokens, prefix_hash
 
@@ -89,6 +91,18 @@ class Prompt:
             ShortStaticPrefixWarning,
         )
         return False
+
+    @property
+    def prompt_cache_key(self) -> str:
+        """OpenAI's ``prompt_cache_key``: the static-prefix hash, the same for every request of the
+        template whatever follows its static part (see `radixgate.openai_cache_hints`)."""
+        return self.static_prefix_hash
+
+    def to_anthropic(self, *, model: str, max_tokens: int, **options: Any) -> dict[str, Any]:
+        """An Anthropic Messages API request with ``cache_control`` at the ends of the cacheable
+        segments, within the model's limits: ``client.messages.create(**prompt.to_anthropic(...))``.
+        See `radixgate._providers.to_anthropic` for `options` (``ttl``, ``warn``, request fields)."""
+        return to_anthropic(self, model=model, max_tokens=max_tokens, **options)
 
     def messages(self) -> list[Message]:
         """OpenAI chat messages: system (STATIC + SHARED), history, then user (TURN)."""
