@@ -24,6 +24,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "lint"): ("radixgate.bench.lint", "promptlint speed on a generated corpus"),
     ("bench", "lint-eval"): ("radixgate.bench.lint_eval", "promptlint precision and recall on the labeled corpus"),
     ("bench", "docgen"): ("radixgate.bench.docgen", "write docs/rules.md from the rule catalog"),
+    ("bench", "constrained"): ("radixgate.bench.constrained", "tokens/s with and without a JSON schema, batch 16"),
     ("demo",): ("radixgate.bench.demo", "the closed loop: bad app, promptlint, fixed app, before/after"),
 }
 
