@@ -31,13 +31,16 @@ from contextvars import ContextVar
 from typing import Any
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from langchain_core.prompts import ChatPromptTemplate as _ChatPromptTemplate
-from langchain_core.prompts import PromptTemplate, SystemMessagePromptTemplate
-from langchain_core.prompts.chat import HumanMessagePromptTemplate
-from langchain_core.tracers.context import register_configure_hook
-from langchain_openai import ChatOpenAI as _ChatOpenAI
+try:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+    from langchain_core.prompts import ChatPromptTemplate as _ChatPromptTemplate
+    from langchain_core.prompts import PromptTemplate, SystemMessagePromptTemplate
+    from langchain_core.prompts.chat import HumanMessagePromptTemplate
+    from langchain_core.tracers.context import register_configure_hook
+    from langchain_openai import ChatOpenAI as _ChatOpenAI
+except ImportError as exc:  # the extra is not installed
+    raise ImportError("radixgate.langchain needs LangChain: pip install 'radixgate[langchain]'") from exc
 from pydantic import Field
 
 from ._integration import (

@@ -26,9 +26,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, MessageRole
-from llama_index.core.prompts import ChatPromptTemplate as _ChatPromptTemplate
-from llama_index.llms.openai_like import OpenAILike as _OpenAILike
+try:
+    from llama_index.core.base.llms.types import ChatMessage, MessageRole
+    from llama_index.core.prompts import ChatPromptTemplate as _ChatPromptTemplate
+    from llama_index.llms.openai_like import OpenAILike as _OpenAILike
+except ImportError as exc:  # the extra is not installed
+    raise ImportError("radixgate.llamaindex needs LlamaIndex: pip install 'radixgate[llamaindex]'") from exc
 
 from ._integration import (
     MARKER,
