@@ -47,12 +47,17 @@ FEW_SHOT = [
     {"role": "assistant", "content": "Could you give me the order number, please?"},
     {"role": "user", "content": "Can I return shoes after 40 days?"},
     {"role": "assistant", "content": "Returns are accepted within 30 days (policy 4.2)."},
+    {"role": "user", "content": "My refund has not arrived. I sent the parcel back two weeks ago."},
+    {"role": "assistant", "content": "Refunds are paid within 14 days of the return reaching our "
+                                     "warehouse (policy 5.1). Could you give me the return tracking code?"},
 ]
 
 # A LangChain-style template: filled per request elsewhere, with the date first.
 ANSWER_TEMPLATE = """Today is {today}. You are a returns specialist at Acme Online. Explain the
 returns policy in plain words, quote the policy section number, and finish by asking whether
-the customer wants a return label. Keep the answer under eighty words."""
+the customer wants a return label. Keep the answer under eighty words. Items bought in a sale
+follow the same rules; personalised items and gift cards cannot be returned, and refunds go back
+to the original payment method within fourteen days of the return arriving at the warehouse."""
 
 QUESTIONS = ["Where is my parcel?", "Can I return a gift?", "How do refunds work?",
              "Do you ship to Norway?"]

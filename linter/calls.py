@@ -49,10 +49,10 @@ _SCALAR = frozenset(
         "type",
         "callable",
         "hasattr",
-        "round",
-        "abs",
     }
 )
+#: Numeric conversions keep what their argument is: `round(time.time() - start)` still reads the clock.
+_NUMERIC = frozenset({"int", "float", "round", "abs", "math.floor", "math.ceil"})
 _READ_METHODS = frozenset({"read", "read_text", "readlines", "read_bytes"})
 
 
@@ -88,6 +88,8 @@ def rng_seeded(ev: Evaluator, receiver: ast.expr, scope: Scope) -> bool | None:
 
 
 def time_call(ev: Evaluator, node: ast.Call, qual: str, scope: Scope) -> Shape:
+    if qual in names.RELATIVE_TO_NOW:
+        return value(Kind.TIME, names.TIME_CALLS[qual], node, qual + "()")
     position = names.EXPLICIT_TIME_ARG.get(qual)
     if position is not None and len(node.args) > position:
         return derive(ev.shape(node.args[position], scope), node)
@@ -161,6 +163,10 @@ def method_call(ev: Evaluator, node: ast.Call, attr: str, scope: Scope, hint: st
         "hex",
     ):
         return ev.shape(receiver, scope)
+    if attr in names.CLOCK_METHODS:
+        return value(Kind.TIME, Change.PER_REQUEST, node, f"{attr}()")
+    if attr in names.RETRIEVAL_METHODS:
+        return value(Kind.DOC, Change.PER_REQUEST, node, f"{attr}() results")
     if attr in _READ_METHODS:
         flaws = tuple(f for p in ev.shape(receiver, scope) for f in p.flaws)
         return (Part(Kind.DOC, Change.NEVER, 0, node, hint or "file contents", flaws),)
@@ -191,10 +197,10 @@ def call_shape(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) ->
         if names.matches(qual, names.ID_CALLS):
             return value(Kind.ID, Change.PER_REQUEST, node, qual + "()")
         if names.matches(qual, names.RANDOM_VALUE_CALLS):
-            return picked_value(ev.module.is_random_seeded, node)
+            return picked_value(ev.module.is_random_seeded and scope.is_module, node)
         if names.matches(qual, names.RANDOM_PICK_CALLS):
             picked = derive(ev.shape(arg0, scope), node) if arg0 is not None else unknown(node)
-            if ev.module.is_random_seeded:
+            if ev.module.is_random_seeded and scope.is_module:  # drawn once at import, the same everywhere
                 return picked
             return with_flaw(picked, Flaw(UnseededShuffle.code, node, f"unseeded `{qual}`"))
         if names.matches(qual, names.PROCESS_CALLS):
@@ -218,10 +224,17 @@ def call_shape(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) ->
             return derive(ev.shape(arg0, scope), node) if arg0 is not None else unknown(node)
         if qual in _SCALAR:
             return text(1, node)
+        if qual in _NUMERIC and arg0 is not None:
+            inner = ev.shape(arg0, scope)
+            return derive(inner, node) if any(p.kind is not Kind.TEXT for p in inner) else text(1, node)
         if qual in _PASS_THROUGH and arg0 is not None:
             return ev.shape(arg0, scope)
         if qual in ev.module.functions:
             return function_return(ev, qual, node)
+        if ev.module.project is not None and "." in qual:
+            shaped = ev.module.project.function_return(ev, node, qual)
+            if shaped is not None:
+                return shaped
     if isinstance(node.func, ast.Attribute):
         shaped = method_call(ev, node, node.func.attr, scope, hint)
         if shaped is not None:

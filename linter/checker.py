@@ -12,8 +12,10 @@ import ast
 import bisect
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
+from . import sinks
 from .expressions import Evaluator
 from .ordering import Finding, check_site
 from .rules import (
@@ -24,7 +26,7 @@ from .rules import (
     ShortStaticPrefix,
     TurnBeforeDocuments,
 )
-from .scope import Module, Scope
+from .scope import Elsewhere, Module, ParamRef, Scope
 from .settings import Settings
 from .shape import Kind
 from .sinks import Site
@@ -77,40 +79,104 @@ def check_source(source: str, filename: str, settings: Settings) -> list[Violati
     return check(source, filename, settings)[0]
 
 
-def check(source: str, filename: str, settings: Settings) -> tuple[list[Violation], ast.Module | None]:
-    """`check_source`, also returning the parsed tree (None when the file was not parsed)."""
+class Parsed(NamedTuple):
+    """A parsed file and the facts collected from it."""
+
+    tree: ast.Module
+    lines: list[str]
+    module: Module
+    source: str
+
+
+def parse(source: str, filename: str, name: str = "") -> Parsed | None:
+    """Parse `source` and collect its module facts; None when it cannot hold a prompt."""
     low = source.lower()
     if not any(word in low for word in _TRIGGER_WORDS):
-        return [], None
+        return None
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
         where = f"{filename}:{exc.lineno}:{exc.offset}"
         raise ParseFailure(f"{where}: cannot parse: {exc.msg}") from None
     lines = source.splitlines()
+    return Parsed(tree, lines, collect_module(tree, lines, low, name), source)
+
+
+def check(source: str, filename: str, settings: Settings) -> tuple[list[Violation], ast.Module | None]:
+    """`check_source`, also returning the parsed tree (None when the file was not parsed)."""
+    parsed = parse(source, filename)
+    if parsed is None:
+        return [], None
+    from pathlib import Path
+
+    from .project import Project
+
+    project = Project()  # one file is a project too: its own wrappers are followed
+    project.add(Path(filename), parsed, True)
+    project.run()
+    return violations_for(project.entries[0].sites, parsed, filename, settings), parsed.tree
+
+
+def walk(parsed: Parsed) -> list[Site]:
+    """Every prompt site of the module body and its functions (methods know their class)."""
     sites: list[Site] = []
-    module = collect_module(tree, lines, low)
-    walker = Walker(Evaluator(module), sites.append)
-    walker.body(tree.body, Scope(is_module=True))
-    for fn in _functions(tree.body):
+    finish_walk(parsed, start_walk(parsed, sites.append))
+    return sites
+
+
+def start_walk(parsed: Parsed, on_site: Callable[[Site], None]) -> Walker:
+    """Read the module's top level (its constants), returning the walker to finish with."""
+    walker = Walker(Evaluator(parsed.module), on_site)
+    walker.body(parsed.tree.body, Scope(is_module=True))
+    return walker
+
+
+def finish_walk(parsed: Parsed, walker: Walker) -> None:
+    """Read every function (methods knowing their class), then the templates."""
+    module = parsed.module
+    for fn, cls in _functions(parsed.tree.body, None):
         if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno):
-            walker.body(fn.body, Scope())
+            walker.function = fn.name
+            walker.body(fn.body, Scope(cls=cls, params=parameters(fn, (module.name, cls, fn.name))))
+    walker.function = ""
     walker.finish()  # templates last: their placeholders may be filled anywhere in the module
+
+
+def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: tuple[str, str | None, str]) -> dict[str, ParamRef]:
+    """References for `fn`'s parameters (`self` and `cls` left out), by name."""
+    refs: dict[str, ParamRef] = {}
+    positional = [a for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
+    for index, arg in enumerate(positional):
+        refs[arg.arg] = _ref(arg.arg, key, index)
+    for arg in fn.args.kwonlyargs:
+        refs[arg.arg] = _ref(arg.arg, key, None)
+    return refs
+
+
+def _ref(name: str, key: tuple[str, str | None, str], index: int | None) -> ParamRef:
+    ref = ParamRef(id=name, ctx=ast.Load())
+    ref.fn, ref.index = key, index
+    return ref
+
+
+def violations_for(sites: list[Site], parsed: Parsed, filename: str, settings: Settings) -> list[Violation]:
     violations = _dedupe(list(_violations(sites, filename, settings)))
-    if violations and ("noqa" in source or "promptlint:" in source):
-        violations = _suppress(violations, lines, _string_ends(tree))
-    return violations, tree
+    if violations and ("noqa" in parsed.source or "promptlint:" in parsed.source):
+        violations = _suppress(violations, parsed.lines, _string_ends(parsed.tree))
+    return violations
 
 
-def _functions(body: list[ast.stmt]) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+def _functions(
+    body: list[ast.stmt], cls: str | None
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]]:
     for stmt in body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield stmt
-            yield from _functions(stmt.body)
+            yield stmt, cls
+            yield from _functions(stmt.body, None)
         elif isinstance(stmt, ast.ClassDef):
-            yield from _functions(stmt.body)
+            yield from _functions(stmt.body, stmt.name)
         elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
-            yield from _functions(stmt.body)
+            yield from _functions(stmt.body, cls)
 
 
 def _hot_prefix(low: str, num_lines: int) -> list[int]:
@@ -132,10 +198,12 @@ def _hot_prefix(low: str, num_lines: int) -> list[int]:
     return list(itertools.accumulate(marked))
 
 
-def collect_module(tree: ast.Module, lines: list[str], low: str) -> Module:
-    """Imports, top-level functions, literal string constants and a global `random.seed`
-    (`low`: the source in lower case)."""
+def collect_module(tree: ast.Module, lines: list[str], low: str, name: str = "") -> Module:
+    """Imports, top-level functions, classes and their fields, literal string constants and a global
+    `random.seed` (`low`: the source in lower case; `name`: the dotted module name, for relative
+    imports)."""
     module = Module(lines)
+    module.name = name
     module.hot_prefix = _hot_prefix(low, len(lines))
     stack = list(tree.body)
     while stack:
@@ -145,9 +213,12 @@ def collect_module(tree: ast.Module, lines: list[str], low: str) -> Module:
                 module.imports[alias.asname or alias.name.split(".")[0]] = (
                     alias.name if alias.asname else alias.name.split(".")[0]
                 )
-        elif isinstance(stmt, ast.ImportFrom) and stmt.module:
+        elif isinstance(stmt, ast.ImportFrom) and (stmt.module or stmt.level):
+            source = _absolute(name, stmt.module, stmt.level)
             for alias in stmt.names:
-                module.imports[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+                module.imports[alias.asname or alias.name] = f"{source}.{alias.name}" if source else alias.name
+        elif isinstance(stmt, ast.ClassDef):
+            _collect_class(module, stmt)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             module.functions.setdefault(stmt.name, stmt)
         elif isinstance(stmt, (ast.If, ast.Try)):
@@ -169,36 +240,72 @@ def collect_module(tree: ast.Module, lines: list[str], low: str) -> Module:
     return module
 
 
+def _absolute(name: str, target: str | None, level: int) -> str:
+    """`from ..x import y` inside module `name` -> the package path of `x`."""
+    if not level:
+        return target or ""
+    package = name.split(".")[:-level] if name else []
+    return ".".join(package + ([target] if target else []))
+
+
+def _collect_class(module: Module, cls: ast.ClassDef) -> None:
+    """A class's string fields, the values its methods store on `self`, and whether it is a custom
+    LangChain prompt template."""
+    module.classes[cls.name] = cls
+    if any((sinks.chain(b) or "").endswith("PromptTemplate") for b in cls.bases):
+        module.prompt_classes.add(cls.name)
+    for stmt in cls.body:
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target = stmt.target
+        value = getattr(stmt, "value", None)
+        if isinstance(target, ast.Name) and value is not None:
+            module.attr_exprs[(cls.name, target.id)] = value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                module.attr_literals[(cls.name, target.id)] = (value.value, value)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                    t = node.targets[0]
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        module.attr_exprs.setdefault((cls.name, t.attr), node.value)
+
+
 def _violations(sites: list[Site], filename: str, settings: Settings) -> Iterator[Violation]:
     ordered = sorted(sites, key=lambda s: s.confidence != "high")
     for site in ordered:
         span = (getattr(site.node, "lineno", 0), getattr(site.node, "end_lineno", 0) or 0)
-        for finding in check_site(site, settings.min_static_chars):
+        for finding in check_site(site, settings.min_lost_tokens):
+            if isinstance(finding.node, Elsewhere):
+                continue  # the wrapper's own text: reported where the wrapper is
             if settings.is_enabled(finding.code):
-                yield _to_violation(finding, filename, span)
-        hosted = site.provider is not None and site.confidence == "high"
+                yield _to_violation(finding, filename, span, site.via, settings.min_lost_tokens)
+        hosted = site.provider is not None and site.confidence == "high" and site.via is None
         if hosted and settings.is_enabled(ShortStaticPrefix.code):
             short = _short_prefix(site, settings.min_static_tokens)
             if short is not None:
                 yield _to_violation(short, filename, span)
 
 
-def _to_violation(finding: Finding, filename: str, span: tuple[int, int]) -> Violation:
+def _to_violation(
+    finding: Finding, filename: str, span: tuple[int, int], via: str | None = None, threshold: int = 64
+) -> Violation:
     rule = RULES[finding.code]
     node = finding.node
     row, col = getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1
     end_row = getattr(node, "end_lineno", None) or row
     end_col = (getattr(node, "end_col_offset", None) or col - 1) + 1
     holder_end = getattr(node, "holder_end", end_row)
+    message = rule.format(**finding.fields) + (f" (sent by {via})" if via else "")
     return Violation(
         rule.code,
-        rule.format(**finding.fields),
+        message,
         filename,
         row,
         col,
         end_row,
         end_col,
-        rule.severity(finding.change),
+        rule.severity(finding.change, finding.tokens, threshold),
         None,
         (span[0], max(span[1], holder_end)),
     )

@@ -18,14 +18,13 @@ from .rules import RULES, MeasuredWaste, explain
 from .settings import ConfigError, Settings, find_pyproject, load_settings
 from .violation import Violation
 
+#: Never code: version control, caches, build output. (Virtual environments and vendored
+#: packages are `settings.DEFAULT_EXCLUDES`, which `--no-default-excludes` turns off.)
 _SKIP_DIRS = frozenset(
     {
         ".git",
         ".hg",
-        ".venv",
-        "venv",
         "__pycache__",
-        "node_modules",
         ".tox",
         ".nox",
         "build",
@@ -33,7 +32,6 @@ _SKIP_DIRS = frozenset(
         ".mypy_cache",
         ".ruff_cache",
         ".pytest_cache",
-        "site-packages",
         ".eggs",
     }
 )
@@ -89,6 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="apply `exclude` to paths given on the command line too (pre-commit)",
     )
     p.add_argument("--min-static-tokens", type=int, help="KV301 threshold (default 1024)")
+    p.add_argument(
+        "--min-lost-tokens", type=int, help="KV101/KV102: static tokens pushed out of the prefix worth a finding (64)"
+    )
+    p.add_argument(
+        "--no-default-excludes",
+        action="store_true",
+        help="also lint virtual environments, site-packages and vendored copies of third-party packages",
+    )
     p.add_argument("--output-file", "-o", help="write the report here instead of stdout")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     return p
@@ -108,6 +114,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         extend_select=(base.extend_select + (_codes(args.extend_select) or ())),
         ignore=(base.ignore + (_codes(args.ignore) or ())),
         min_static_tokens=args.min_static_tokens,
+        min_lost_tokens=args.min_lost_tokens,
+        default_excludes=False if args.no_default_excludes else None,
     )
 
 
@@ -121,7 +129,13 @@ def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Ite
                 yield path
         elif path.is_dir():
             for folder, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not settings.is_excluded(Path(folder) / d))
+                dirs[:] = sorted(
+                    d
+                    for d in dirs
+                    if d not in _SKIP_DIRS
+                    and not settings.is_default_excluded(d)
+                    and not settings.is_excluded(Path(folder) / d)
+                )
                 for name in sorted(files):
                     file = Path(folder) / name
                     if name.endswith((".py", ".pyi")) and not settings.is_excluded(file):
@@ -170,13 +184,27 @@ def run(args: argparse.Namespace) -> int:
         print(explain(args.explain))
         return 0
     settings = _settings(args)
-    files = list(iter_files(args.paths or ["."], settings, args.force_exclude))
     violations: list[Violation] = []
     fixed = 0
-    for path in files:
-        found, count = lint_file(path, settings, args.fix or args.unsafe_fixes, args.unsafe_fixes)
-        violations.extend(found)
-        fixed += count
+    if args.fix or args.unsafe_fixes:
+        files = list(iter_files(args.paths or ["."], settings, args.force_exclude))
+        for path in files:
+            found, count = lint_file(path, settings, True, args.unsafe_fixes)
+            violations.extend(found)
+            fixed += count
+    else:
+        from .project import lint_paths
+
+        result = lint_paths(args.paths or ["."], settings, args.force_exclude)
+        if result.failures:
+            raise ToolFailure(result.failures[0])
+        files = result.files
+        by_file: dict[str, list[Violation]] = {}
+        for v in result.violations:
+            by_file.setdefault(v.filename, []).append(v)
+        for filename, found in by_file.items():
+            source, tree = result.sources[filename]
+            violations.extend(fixes.attach(source, found, tree))
     if fixed:
         print(f"Fixed {fixed} error{'s' if fixed != 1 else ''}.", file=sys.stderr)
     if args.stats:

@@ -10,7 +10,7 @@ import string
 from . import names
 from .calls import SAME_SHAPE_METHODS, call_shape
 from .rules import UnorderedIteration
-from .scope import ListValue, Module, Scope, dotted
+from .scope import ListValue, Module, ParamRef, Scope, dotted
 from .shape import EMPTY, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
 
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
@@ -46,6 +46,7 @@ class Evaluator:
     def __init__(self, module: Module) -> None:
         self.module = module
         self._expanding: set[int] = set()  # lists being expanded (`x.append(f(x))` is a loop)
+        self._attr_busy: set[tuple[str, str]] = set()  # attributes being evaluated (no cycles)
 
     def list_shape(self, lst: ListValue, scope: Scope, sep: int) -> Shape:
         """The elements of a built-up list in order, or nothing when it contains itself."""
@@ -71,8 +72,18 @@ class Evaluator:
         if isinstance(node, ast.Name):
             if node.id in scope.literals:
                 return scope.literals[node.id], scope.literal_nodes[node.id]
+            if node.id in scope.values or node.id in scope.params:
+                return None
             if node.id in self.module.literals:
                 return self.module.literals[node.id], self.module.literal_nodes[node.id]
+            if node.id in self.module.imported_literals:  # a template from another module: report here
+                return self.module.imported_literals[node.id], node
+        if isinstance(node, ast.Attribute) and scope.cls and _is_self(node.value):
+            return self.module.attr_literals.get((scope.cls, node.attr))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # `header + template`
+            left, right = self.literal(node.left, scope), self.literal(node.right, scope)
+            if left is not None and right is not None:
+                return left[0] + right[0], node
         if isinstance(node, ast.Call) and node.args and not node.keywords:
             qual = self.module.qualname(node.func)
             if qual in ("textwrap.dedent", "inspect.cleandoc") or (
@@ -89,8 +100,12 @@ class Evaluator:
         dynamic = [s for s in shapes if any(p.is_dynamic for p in s)]
         if dynamic:
             return tuple(p._replace(node=node, label=key) for p in derive(dynamic[0], node))
-        if any(p.kind is Kind.DOC for s in shapes for p in s):
-            return value(Kind.DOC, shapes[0][0].change, node, key)
+        flawed = [s for s in shapes if any(p.flaws for p in s)]
+        if flawed:  # KV2xx flaws travel through placeholders as taint does
+            return tuple(p._replace(node=node, label=key) for p in derive(flawed[0], node))
+        docs = [p for s in shapes for p in s if p.kind is Kind.DOC]
+        if docs:
+            return value(Kind.DOC, max(p.change for p in docs), node, key)
         if key in self.module.partial_names:  # bound once with a fixed value
             return unknown(node, key)
         return self.by_name(key, node)
@@ -139,6 +154,10 @@ class Evaluator:
             return self.binop(node, scope)
         if isinstance(node, ast.Name):
             return self.name(node, scope)
+        if isinstance(node, ast.Attribute) and scope.cls and _is_self(node.value):
+            found = self.attribute(scope.cls, node)
+            if found is not None:
+                return found
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             # `uuid.uuid4().hex[:8]`, `now.hour`, `row["text"]`: what the base is, the part is.
             base = node.value
@@ -183,7 +202,33 @@ class Evaluator:
             out.extend(self.shape(elt, scope))
         return tuple(out)
 
+    def attribute(self, cls: str, node: ast.Attribute) -> Shape | None:
+        """`self.x`: the value a method of `cls` stored (or a class-level field), else None."""
+        module = self.module
+        key = (cls, node.attr)
+        if key in module.attr_shapes:
+            shape = module.attr_shapes[key]
+        elif key in module.attr_exprs and key not in self._attr_busy:
+            self._attr_busy.add(key)
+            try:
+                shape = self.shape(module.attr_exprs[key], Scope(cls=cls), hint=node.attr)
+            finally:
+                self._attr_busy.discard(key)
+            module.attr_shapes[key] = shape
+        else:
+            return None
+        if len(shape) == 1 and shape[0].kind is not Kind.TEXT and not shape[0].flaws:
+            return (shape[0]._replace(node=node),)
+        return shape
+
     def name(self, node: ast.Name, scope: Scope) -> Shape:
+        if node.id in scope.params and node.id not in scope.values and node.id not in scope.lists:
+            ref = scope.params[node.id]
+            use = ParamRef(id=node.id, ctx=ast.Load())
+            ast.copy_location(use, node)
+            use.end_lineno, use.end_col_offset = node.end_lineno, node.end_col_offset
+            use.fn, use.index = ref.fn, ref.index
+            return self.by_name(node.id, use)
         if node.id in scope.values:
             shape = scope.values[node.id]
             if len(shape) == 1 and shape[0].kind is not Kind.TEXT and not shape[0].flaws:
@@ -196,6 +241,8 @@ class Evaluator:
             return shape if elements else self.by_name(node.id, node)
         if node.id in self.module.constants:
             return self.module.constants[node.id]
+        if node.id in self.module.imported_constants:  # reported at this use, not in the other file
+            return tuple(p._replace(node=node) for p in self.module.imported_constants[node.id])
         return self.by_name(node.id, node)
 
     def binop(self, node: ast.BinOp, scope: Scope) -> Shape:
@@ -274,6 +321,10 @@ class Evaluator:
             old = scope.lists[node.id]
             return ListValue(list(old.elements), old.flaws)
         return None
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
 
 def locate(module: Module, holder: ast.expr, needle: str) -> ast.AST:

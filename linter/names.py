@@ -34,10 +34,38 @@ TIME_CALLS: dict[str, Change] = {
     "arrow.now": Change.PER_REQUEST,
     "arrow.utcnow": Change.PER_REQUEST,
     "pandas.Timestamp.now": Change.PER_REQUEST,
+    "pendulum.yesterday": Change.PER_DAY,
+    "pendulum.tomorrow": Change.PER_DAY,
+    "humanize.naturaltime": Change.PER_REQUEST,
+    "humanize.naturaldelta": Change.PER_REQUEST,
+    "humanize.precisedelta": Change.PER_REQUEST,
+    "humanize.naturalday": Change.PER_DAY,
+    "humanize.naturaldate": Change.PER_DAY,
 }
+
+#: Methods whose result reads the clock: `arrow.get(mtime).humanize()` ("3 hours ago"),
+#: pendulum's `diff_for_humans()`.
+CLOCK_METHODS = frozenset({"humanize", "diff_for_humans", "from_now", "fromNow"})
+#: Methods that retrieve documents for one query: their result is per-query, never a shared block.
+RETRIEVAL_METHODS = frozenset(
+    {
+        "similarity_search",
+        "asimilarity_search",
+        "similarity_search_with_score",
+        "similarity_search_with_relevance_scores",
+        "max_marginal_relevance_search",
+        "get_relevant_documents",
+        "aget_relevant_documents",
+        "retrieve",
+        "aretrieve",
+        "search",
+    }
+)
 
 #: Calls that take an explicit time argument at this position: with it they are not clocks.
 EXPLICIT_TIME_ARG = {"time.strftime": 1, "time.ctime": 0, "time.asctime": 0, "time.localtime": 0, "time.gmtime": 0}
+#: humanize's functions are relative to now whatever their argument, so they are clocks too.
+RELATIVE_TO_NOW = frozenset(q for q in TIME_CALLS if q.startswith("humanize."))
 
 ID_CALLS = ("uuid.uuid1", "uuid.uuid4", "uuid.uuid7", "os.urandom", "secrets.")
 RANDOM_VALUE_CALLS = (
@@ -204,7 +232,8 @@ def classify_name(identifier: str) -> tuple[Kind, Change] | None:
     if last in _TURN_WORDS or (last in ("message", "msg", "text") and "user" in ws):
         return Kind.TURN, Change.PER_REQUEST
     if last in _DOC_WORDS or (len(ws) > 1 and ws[-2] in _DOC_WORDS and last in ("text", "str")):
-        return Kind.DOC, Change.NEVER
+        # A name alone says "document", not "shared": RAG context is usually retrieved per query.
+        return Kind.DOC, Change.PER_REQUEST
     return None
 
 

@@ -3,7 +3,9 @@
 For each dynamic part, the first of these that holds is reported:
 1. a `cache_control` breakpoint follows it                       -> KV104
 2. it is the question or history, and a shared document follows -> KV103
-("enough static text": a run of consecutive static text of at least `min-static-chars`.)
+("enough static text": a run of consecutive static text of at least `min-lost-tokens` tokens;
+"a shared document": one that is the same across requests — read from a file, a module constant,
+a cached value — never a name alone or per-query retrieval such as `similarity_search(query)`.)
 3. enough static text follows it in the same segment            -> KV101
 4. it is in the system prompt and static content follows later  -> KV102
 5. enough static text follows it in later segments              -> KV101
@@ -21,7 +23,7 @@ import ast
 from typing import NamedTuple
 
 from .rules import DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt, TurnBeforeDocuments
-from .shape import Change, Kind, Part
+from .shape import Change, Kind, Part, is_shared_doc
 from .sinks import Site
 
 
@@ -32,6 +34,7 @@ class Finding(NamedTuple):
     node: ast.AST | None  # None: the finding has no location of its own (reported at the call)
     fields: dict
     change: Change | None
+    tokens: int | None = None  # static tokens pushed out of the prefix (KV101/KV102)
 
 
 def _describe(part: Part) -> str:
@@ -50,19 +53,19 @@ def _describe(part: Part) -> str:
     return f"{kind} `{part.label}` ({how})" if how else f"{kind} `{part.label}`"
 
 
-def check_site(site: Site, min_static_chars: int) -> list[Finding]:
+def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
     flat = [(part, i, seg.role) for i, seg in enumerate(site.segments) for part in seg.shape]
     findings: list[Finding] = []
     reported: set[tuple[str, str]] = set()  # one finding per value and rule in a prompt
     for index, (part, seg, role) in enumerate(flat):
         rest = flat[index + 1 :]
         if part.is_dynamic and (site.confidence == "high" or part.change >= Change.PER_SESSION):
-            finding = _dynamic(part, seg, role, rest, min_static_chars, site.confidence)
+            finding = _dynamic(part, seg, role, rest, min_lost_tokens, site.confidence)
             if finding is not None and (finding.code, part.label) not in reported:
                 reported.add((finding.code, part.label))
                 findings.append(finding)
         for flaw in part.flaws:
-            in_prefix = role in ("tools", "system") or _cacheable_after(rest, min_static_chars)
+            in_prefix = role in ("tools", "system") or _cacheable_after(rest, min_lost_tokens)
             if flaw.always or in_prefix:
                 findings.append(Finding(flaw.code, flaw.node, {"label": flaw.label}, None))
     return findings
@@ -73,16 +76,16 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
     node = part.node
     if any(p.kind is Kind.BREAK for p, _, _ in rest):
         return Finding(DynamicBeforeCacheBreakpoint.code, node, {"label": label}, part.change)
-    doc = next((p for p, _, _ in rest if p.kind is Kind.DOC), None)
+    doc = next((p for p, _, _ in rest if is_shared_doc(p)), None)
     if doc is not None and part.kind in (Kind.TURN, Kind.HISTORY):
         return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label}, part.change)
-    same = _longest_static_run([p for p, s, _ in rest if s == seg])
-    total = _longest_static_run([p for p, _, _ in rest])
+    same = longest_static_run([p for p, s, _ in rest if s == seg], threshold)
     if same >= threshold:
-        return Finding(DynamicBeforeStatic.code, node, {"label": label, "what": _chars(same)}, part.change)
+        return Finding(DynamicBeforeStatic.code, node, {"label": label, "what": _tokens(same)}, part.change, same)
+    total = longest_static_run([p for p, _, _ in rest], threshold)
     if total >= threshold and confidence == "high":
         code = DynamicInSystemPrompt.code if role == "system" else DynamicBeforeStatic.code
-        return Finding(code, node, {"label": label, "what": _chars(total)}, part.change)
+        return Finding(code, node, {"label": label, "what": _tokens(total)}, part.change, total)
     if doc is not None and confidence == "high":
         return Finding(TurnBeforeDocuments.code, node, {"label": label, "doc": doc.label}, part.change)
     history = any(p.kind is Kind.HISTORY for p, _, _ in rest)
@@ -93,25 +96,54 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
     return None
 
 
-def _longest_static_run(parts: list[Part]) -> int:
-    """The longest block of consecutive static text: labels between values are not a block
-    worth caching, a paragraph of instructions is."""
-    best = run = 0
+def estimate_tokens(text: str) -> int:
+    """A fast cl100k estimate: about four characters a token once runs of whitespace (indentation)
+    count as one."""
+    return (len(" ".join(text.split())) + 3) // 4
+
+
+def _part_tokens(part: Part) -> int:
+    known = part.label if len(part.label) == part.chars else ""
+    return estimate_tokens(known) if known else (part.chars + 3) // 4
+
+
+def longest_static_run(parts: list[Part], threshold: int) -> int:
+    """The tokens of the longest block of consecutive static text: labels between values are not a
+    block worth caching, a paragraph of instructions is. Estimated; counted exactly with cl100k when
+    the estimate is near `threshold` and the text is known."""
+    best: list[Part] = []
+    run: list[Part] = []
+    best_tokens = run_tokens = 0
     for p in parts:
         if p.kind is Kind.TEXT:
-            run += p.chars
-            best = max(best, run)
+            run.append(p)
+            run_tokens += _part_tokens(p)
+            if run_tokens > best_tokens:
+                best, best_tokens = list(run), run_tokens
         elif p.kind is not Kind.BREAK:
-            run = 0
-    return best
+            run, run_tokens = [], 0
+    if threshold // 2 <= best_tokens < threshold * 2 and all(len(p.label) == p.chars for p in best):
+        return exact_tokens("".join(p.label for p in best), best_tokens)
+    return best_tokens
 
 
-def _chars(n: int) -> str:
-    return f"{n:,} characters of static text"
+def exact_tokens(text: str, estimate: int) -> int:
+    """cl100k tokens of `text`, or `estimate` where tiktoken is not installed."""
+    try:
+        from radixgate._wire import count_tokens
+
+        return count_tokens(text)
+    except Exception:  # tiktoken (or its offline encoding) missing: the estimate stands
+        return estimate
+
+
+def _tokens(n: int) -> str:
+    return f"{n:,} tokens of static text"
 
 
 def _cacheable_after(rest: list, threshold: int) -> bool:
     """Whether the flawed value is inside the prefix of what follows: enough static text, or
     any value at all (the question after shuffled examples)."""
-    static = sum(p.chars for p, _, _ in rest if p.kind is Kind.TEXT)
-    return static >= threshold or any(p.kind not in (Kind.TEXT, Kind.BREAK) for p, _, _ in rest)
+    if any(p.kind not in (Kind.TEXT, Kind.BREAK) for p, _, _ in rest):
+        return True
+    return sum(_part_tokens(p) for p, _, _ in rest if p.kind is Kind.TEXT) >= threshold

@@ -32,11 +32,16 @@ class Rule:
     fix: ClassVar[str | None] = None
     severity_floor: ClassVar[str | None] = None
 
-    def severity(self, change: Change | None) -> str:
-        """`error` for values that change per request, `warning` per session, `info` slower."""
+    def severity(self, change: Change | None, tokens: int | None = None, threshold: int = 64) -> str:
+        """`error` for values that change per request, `warning` per session, `info` slower; one
+        step lower when the static text pushed out of the prefix is under four times `threshold`
+        tokens, so a short paragraph lost ranks below a whole manual."""
         if self.severity_floor is not None:
             return self.severity_floor
-        return _SEVERITY.get(change, "warning") if change is not None else "warning"
+        level = _SEVERITY.get(change, "warning") if change is not None else "warning"
+        if tokens is not None and tokens < 4 * threshold:
+            level = {"error": "warning", "warning": "info"}.get(level, level)
+        return level
 
     def format(self, **fields: object) -> str:
         return self.message.format(**fields)

@@ -5,8 +5,24 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
+from typing import Any
 
 from .shape import Flaw, Shape
+
+
+class ParamRef(ast.Name):
+    """A use of a function's parameter: `fn` is the function's project key, `index` its position
+    (None for keyword-only). Parts carrying one tell a wrapper's summary where the argument goes."""
+
+    fn: tuple[str, str | None, str]
+    index: int | None
+
+
+class Elsewhere(ast.expr):
+    """A part that came from another function (a wrapper's own text): positioned at the call that
+    brought it in, never reported there (its own function reports it)."""
+
+    _fields = ()
 
 
 @dataclass
@@ -36,6 +52,17 @@ class Module:
     in_progress: set[str] = field(default_factory=set)
     prompt_names: set[str] = field(default_factory=set)  # names bound to radixgate's Prompt class
     hot_prefix: list[int] = field(default_factory=list)  # running count of lines worth a look
+    name: str = ""  # dotted module name within the project
+    project: Any = None  # the `project.Project` being linted, when there is one
+    # Classes: their `self.x` / class-level fields, recorded as methods assign them.
+    classes: dict[str, ast.ClassDef] = field(default_factory=dict)
+    attr_shapes: dict[tuple[str, str], Shape] = field(default_factory=dict)
+    attr_literals: dict[tuple[str, str], tuple[str, ast.expr]] = field(default_factory=dict)
+    attr_exprs: dict[tuple[str, str], ast.expr] = field(default_factory=dict)
+    prompt_classes: set[str] = field(default_factory=set)  # subclasses of a LangChain *PromptTemplate
+    # Names imported from other modules of the project: literal templates and constant shapes.
+    imported_literals: dict[str, str] = field(default_factory=dict)
+    imported_constants: dict[str, Shape] = field(default_factory=dict)
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""
@@ -73,6 +100,8 @@ class Scope:
     is_module: bool = False
     in_loop: bool = False
     depth: int = 0  # how many conditional blocks (if, for, while, try) enclose the statement
+    cls: str | None = None  # the class whose method is being read
+    params: dict[str, ParamRef] = field(default_factory=dict)  # parameter name -> its reference
 
     def child(self) -> Scope:
         """A scope for a comprehension: reads see the parent's names, writes stay local."""
@@ -87,6 +116,8 @@ class Scope:
             self.is_module,
             self.in_loop,
             self.depth,
+            self.cls,
+            self.params,
         )
 
 

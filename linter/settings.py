@@ -7,8 +7,14 @@ extend-select = ["KV301"]
 ignore = ["KV203"]
 exclude = ["examples/bad_app.py", "tests/fixtures"]
 min-static-tokens = 1024       # KV301: the provider's minimum cacheable prefix
-min-static-chars = 80          # KV101/KV102: static text after a dynamic value worth reporting
+min-lost-tokens = 64           # KV101/KV102: static tokens a dynamic value must push out of the prefix
+default-excludes = true        # skip virtual environments and vendored copies of third-party packages
 ```
+
+`min-lost-tokens` replaces `min-static-chars`: KV101/KV102 report a dynamic value only when the longest
+block of static text it pushes out of the cached prefix is at least this many tokens (cl100k; estimated
+from the text and counted exactly only near the threshold). 64 tokens is about one paragraph of
+instructions: less than that (a label such as "Answer:", one short line) is not worth a finding.
 """
 
 from __future__ import annotations
@@ -22,8 +28,47 @@ from typing import Any
 from .rules import RULES
 
 DEFAULT_MIN_STATIC_TOKENS = 1024
-DEFAULT_MIN_STATIC_CHARS = 80
-_KEYS = {"select", "extend-select", "ignore", "exclude", "extend-exclude", "min-static-tokens", "min-static-chars"}
+DEFAULT_MIN_LOST_TOKENS = 64
+#: Folders skipped by default wherever they sit in a tree (like ruff's default excludes): virtual
+#: environments, installed packages, and vendored copies of the libraries promptlint models, whose code
+#: is not the application's.
+DEFAULT_EXCLUDES = frozenset(
+    {
+        "site-packages",
+        "dist-packages",
+        "venv",
+        ".venv",
+        "env",
+        ".env",
+        "virtualenv",
+        "vendor",
+        "vendored",
+        "_vendor",
+        "third_party",
+        "third-party",
+        "node_modules",
+        "langchain",
+        "langchain_core",
+        "langchain_community",
+        "langchain_openai",
+        "langchain_experimental",
+        "llama_index",
+        "openai",
+        "anthropic",
+        "litellm",
+        "transformers",
+    }
+)
+_KEYS = {
+    "select",
+    "extend-select",
+    "ignore",
+    "exclude",
+    "extend-exclude",
+    "min-static-tokens",
+    "min-lost-tokens",
+    "default-excludes",
+}
 
 
 class ConfigError(Exception):
@@ -40,14 +85,15 @@ class Settings:
     exclude: tuple[str, ...] = ()
     root: Path = field(default_factory=Path.cwd)
     min_static_tokens: int = DEFAULT_MIN_STATIC_TOKENS
-    min_static_chars: int = DEFAULT_MIN_STATIC_CHARS
+    min_lost_tokens: int = DEFAULT_MIN_LOST_TOKENS
+    default_excludes: bool = True
 
     def __post_init__(self) -> None:
         for code in (self.select or ()) + self.extend_select + self.ignore:
             if not any(c.startswith(code.upper()) for c in RULES):
                 raise ConfigError(f"unknown rule code or prefix {code!r} (known: {', '.join(RULES)})")
-        if self.min_static_tokens < 1 or self.min_static_chars < 1:
-            raise ConfigError("min-static-tokens and min-static-chars must be positive")
+        if self.min_static_tokens < 1 or self.min_lost_tokens < 1:
+            raise ConfigError("min-static-tokens and min-lost-tokens must be positive")
         object.__setattr__(self, "_enabled", self._resolve())
 
     @property
@@ -65,6 +111,10 @@ class Settings:
 
     def is_enabled(self, code: str) -> bool:
         return code in self.enabled
+
+    def is_default_excluded(self, name: str) -> bool:
+        """Whether a folder called `name` is skipped by the default excludes."""
+        return self.default_excludes and name in DEFAULT_EXCLUDES
 
     def is_excluded(self, path: Path) -> bool:
         """Whether `path` matches an `exclude` pattern (relative to the configuration's folder)."""
@@ -104,6 +154,10 @@ def load_settings(path: Path | None) -> Settings:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
     table = data.get("tool", {}).get("promptlint", {})
+    if "min-static-chars" in table:
+        raise ConfigError(
+            f"{path}: [tool.promptlint] min-static-chars was replaced by min-lost-tokens (tokens, default 64)"
+        )
     unknown = set(table) - _KEYS
     if unknown:
         names = ", ".join(sorted(unknown))
@@ -121,6 +175,12 @@ def load_settings(path: Path | None) -> Settings:
             raise ConfigError(f"{path}: [tool.promptlint] {key} must be an integer")
         return value
 
+    def flag(key: str, default: bool) -> bool:
+        value = table.get(key, default)
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}: [tool.promptlint] {key} must be true or false")
+        return value
+
     try:
         return Settings(
             select=strings("select") if "select" in table else None,
@@ -129,7 +189,8 @@ def load_settings(path: Path | None) -> Settings:
             exclude=strings("exclude") + strings("extend-exclude"),
             root=path.parent,
             min_static_tokens=integer("min-static-tokens", DEFAULT_MIN_STATIC_TOKENS),
-            min_static_chars=integer("min-static-chars", DEFAULT_MIN_STATIC_CHARS),
+            min_lost_tokens=integer("min-lost-tokens", DEFAULT_MIN_LOST_TOKENS),
+            default_excludes=flag("default-excludes", True),
         )
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None

@@ -122,5 +122,11 @@ def with_change(shape: Shape, change: Change) -> Shape:
     return tuple(p._replace(change=min(p.change, change)) if p.kind is not Kind.TEXT else p for p in shape)
 
 
+def is_shared_doc(part: Part) -> bool:
+    """A document that is the same across requests (read from a file, a module constant, the same
+    per user): per-query retrieval and documents known only by their name are not shared."""
+    return part.kind is Kind.DOC and part.change <= Change.PER_SESSION
+
+
 def static_chars(shape: Shape) -> int:
     return sum(p.chars for p in shape if p.kind is Kind.TEXT)

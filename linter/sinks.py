@@ -11,6 +11,7 @@ sink: it orders segments itself, so nothing built with it is a site.
 from __future__ import annotations
 
 import ast
+import re
 from typing import NamedTuple
 
 from . import names
@@ -52,6 +53,8 @@ _LC_ROLES = {
     "developer": "system",
 }
 _LLM_METHODS = frozenset({"invoke", "ainvoke", "generate_content", "predict", "complete"})
+_FEW_SHOT = ("FewShotPromptTemplate", "FewShotChatMessagePromptTemplate")
+_TEMPLATE_CALLS = ("from_template", "from_messages", "PromptTemplate", "ChatPromptTemplate", "RichPromptTemplate")
 _PROMPT_CLASSES = ("radixgate.Prompt", "radixgate._prompt.Prompt")
 #: radixgate's segment constructors: each call is a typed piece of a `Prompt`, never a sink.
 _SEGMENT_FUNCTIONS = ("system", "tools", "examples", "document", "history", "context", "user", "Segment")
@@ -73,6 +76,7 @@ class Site(NamedTuple):
     segments: list[Segment]
     confidence: str  # "high" for a known sink, "low" for a variable named like a prompt
     provider: str | None  # "openai", "anthropic", "litellm", "http": a hosted API (KV301)
+    via: str | None = None  # the chain of the project's own wrappers that sent it, when there is one
 
 
 def chain(func: ast.expr) -> str:
@@ -88,6 +92,9 @@ def chain(func: ast.expr) -> str:
 
 def _kw(node: ast.Call, name: str) -> ast.expr | None:
     return next((kw.value for kw in node.keywords if kw.arg == name), None)
+
+
+kw = _kw
 
 
 def _ends(text: str, suffixes: tuple[str, ...]) -> bool:
@@ -236,9 +243,11 @@ _SINK_NAMES = (
             "from_messages",
             "PromptTemplate",
             "ChatPromptTemplate",
+            "RichPromptTemplate",
         }
     )
     | _LLM_METHODS
+    | frozenset(_FEW_SHOT)
 )
 
 
@@ -246,7 +255,7 @@ def is_template_call(node: ast.Call) -> bool:
     """A LangChain template definition (checked after the module's fillings are known)."""
     func = node.func
     last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return last in ("from_template", "from_messages", "PromptTemplate", "ChatPromptTemplate")
+    return last in _TEMPLATE_CALLS or last in _FEW_SHOT
 
 
 def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
@@ -328,6 +337,26 @@ def http_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
     return Site(node, segs, "high", "http") if segs else None
 
 
+_JINJA = re.compile(r"\{\{\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}\}\}")
+
+
+def few_shot_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site:
+    """`FewShotPromptTemplate(prefix=..., examples=..., example_prompt=..., suffix=...)`: the prefix,
+    the examples in their order, then the suffix (LangChain renders them so)."""
+    segments: list[Segment] = []
+    prefix, suffix = _kw(node, "prefix"), _kw(node, "suffix")
+    if prefix is not None:
+        segments.append(Segment(None, template_shape(ev, prefix, scope)))
+    examples = _kw(node, "examples")
+    if examples is not None:
+        segments.append(Segment(None, ev.shape(examples, scope)))
+    elif _kw(node, "example_selector") is not None:  # chosen per input: as dynamic as the input
+        segments.append(Segment(None, value(Kind.TURN, Change.PER_REQUEST, node, "example_selector")))
+    if suffix is not None:
+        segments.append(Segment(None, template_shape(ev, suffix, scope)))
+    return Site(node, segments, "high", None)
+
+
 def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Site | None:
     """LangChain templates, and LLM calls given an inline f-string."""
     last = name.rsplit(".", 1)[-1]
@@ -339,6 +368,17 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
         template = arg or _kw(node, "template")
         role = _TEMPLATE_CLASSES.get(owner)
         return Site(node, [Segment(role, template_shape(ev, template, scope))], "high", None)
+    if last in _FEW_SHOT:
+        return few_shot_site(ev, node, scope)
+    if last == "RichPromptTemplate":  # LlamaIndex, Jinja placeholders
+        template = arg or _kw(node, "template_str")
+        found = ev.literal(template, scope) if template is not None else None
+        if found is None:
+            return None
+        jinja = _JINJA.sub(lambda m: "{" + m.group(1) + "}", found[0].replace("{", "{{").replace("}", "}}"))
+        return Site(node, [Segment(None, ev.fill(jinja, found[1], [], {}))], "high", None)
+    if last == "PromptTemplate" and _kw(node, "template") is None and isinstance(arg, (ast.Constant, ast.Name)):
+        return Site(node, [Segment(None, template_shape(ev, arg, scope))], "high", None)  # LlamaIndex
     if last in ("PromptTemplate", "ChatPromptTemplate"):
         template, messages = _kw(node, "template"), _kw(node, "messages") or arg
         if template is not None:

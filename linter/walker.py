@@ -43,6 +43,7 @@ class Walker:
         self.returns: list[Shape] = []
         self.deferred: list[tuple[ast.Call, Scope]] = []
         self.merged: dict[str, Shape] = {}  # the most dynamic value each name had in a branch
+        self.function = ""  # the name of the function being read
 
     # -- statements ----------------------------------------------------------------------
     def body(self, stmts: list[ast.stmt], scope: Scope, loop_flaws: tuple[Flaw, ...] = ()) -> None:
@@ -64,8 +65,12 @@ class Walker:
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             self.mutate(stmt.value, scope, loop_flaws)
         elif isinstance(stmt, ast.Return) and stmt.value is not None:
-            self.returns.append(self.ev.shape(stmt.value, scope))
+            shape = self.ev.shape(stmt.value, scope)
+            self.returns.append(shape)
             self.maybe_messages(stmt.value, scope)
+            if scope.cls in module.prompt_classes and self.function in ("format", "format_prompt"):
+                # A custom template's `format`: what it returns is the prompt.
+                self.on_site(sinks.Site(stmt.value, [sinks.Segment(None, shape)], "high", None))
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
             flaws = loop_flaws + flaws_of(item)
@@ -108,9 +113,14 @@ class Walker:
             # A `format` override filling a template placeholder per call.
             self.ev.module.fillings.setdefault(target.slice.value, []).append(self.ev.shape(value, scope))
             return
+        if isinstance(target, ast.Attribute) and scope.cls and _is_self(target.value):
+            self.bind_attribute(scope.cls, target.attr, value, scope)
+            return
         if not isinstance(target, ast.Name):
             return
         name = target.id
+        # `template = header + template` reads the old value: evaluate before forgetting it.
+        found_literal = self.ev.literal(value, scope) if isinstance(value, ast.BinOp) else None
         for table in (scope.lists, scope.literals, scope.exprs):
             table.pop(name, None)
         if not scope.depth:
@@ -129,6 +139,8 @@ class Walker:
             scope.literals[name], scope.literal_nodes[name] = value.value, value
         elif isinstance(value, ast.Call) and (found := self.ev.literal(value, scope)) is not None:
             scope.literals[name], scope.literal_nodes[name] = found
+        elif found_literal is not None:
+            scope.literals[name], scope.literal_nodes[name] = found_literal
         lst = self.ev.new_list(value, scope)
         if lst is not None and not scope.is_module:
             lst.flaws += loop_flaws
@@ -154,6 +166,21 @@ class Walker:
                 )
             )
 
+    def bind_attribute(self, cls: str, attr: str, value: ast.expr, scope: Scope) -> None:
+        """`self.x = value` in a method: other methods of the class read `self.x` as this value."""
+        module = self.ev.module
+        found = self.ev.literal(value, scope)
+        if found is not None:
+            module.attr_literals[(cls, attr)] = found
+        shape = self.ev.shape(value, scope, hint=attr)
+        if isinstance(value, ast.Name) and value.id in scope.lists:
+            shape = self.ev.element(value, scope)
+        previous = module.attr_shapes.get((cls, attr))
+        if previous is not None and any(p.is_dynamic or p.flaws for p in previous):
+            if not any(p.is_dynamic or p.flaws for p in shape):
+                return  # an attribute once dynamic stays so (a reset to "" does not clean it)
+        module.attr_shapes[(cls, attr)] = shape
+
     def augment(self, name: str, value: ast.expr, scope: Scope, loop_flaws: tuple) -> None:
         if name in scope.lists:
             lst = scope.lists[name]
@@ -168,7 +195,9 @@ class Walker:
         """`x.append(...)`, `x.extend(...)`, `x.insert(...)`, `random.shuffle(x)`, `x.sort()`."""
         func = call.func
         qual = self.ev.module.qualname(func)
-        if qual in names.RANDOM_SHUFFLE_CALLS and call.args and not self.ev.module.is_random_seeded:
+        # A global seed fixes draws made at import only: every request after that draws anew.
+        seeded = self.ev.module.is_random_seeded and scope.is_module
+        if qual in names.RANDOM_SHUFFLE_CALLS and call.args and not seeded:
             self.taint(call.args[0], Flaw(UnseededShuffle.code, call, f"unseeded `{qual}`"), scope)
             return
         if not isinstance(func, ast.Attribute):
@@ -212,11 +241,16 @@ class Walker:
             if isinstance(func, ast.Attribute) and func.attr in _FILL_METHODS:
                 self.record_fillings(node, func.attr, scope)
             if sinks.is_template_call(node):
+                partial = sinks.kw(node, "partial_variables")
+                if isinstance(partial, ast.Dict):
+                    self.record_fillings(ast.Call(func=node.func, args=[partial], keywords=[]), "partial", scope)
                 self.deferred.append((node, scope.child()))
                 continue
             site = sinks.find_site(self.ev, node, scope)
             if site is not None:
                 self.on_site(site)
+            elif self.ev.module.project is not None:
+                self.ev.module.project.note_call(self.ev, node, scope)
 
     def finish(self) -> None:
         """Check the templates found, now that every placeholder filling has been seen."""
@@ -310,6 +344,10 @@ def is_text_building(node: ast.expr) -> bool:
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
         return True
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "join")
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
 
 def _constant_index(node: ast.expr) -> int | None:

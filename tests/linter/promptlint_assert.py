@@ -6,10 +6,12 @@ import textwrap
 
 from radixgate.linter import Settings, Violation, lint_source
 
-#: Static text long enough to count as a static block after a dynamic value (>= 80 chars).
+#: Static text long enough to count as a static block after a dynamic value (>= 64 cl100k tokens).
 LONG = (
     "You are a meticulous support assistant for Acme. Answer in three sentences, cite the "
-    "policy section, and never invent order numbers."
+    "policy section, and never invent order numbers. Refunds follow section 4 of the returns policy, "
+    "shipping questions follow section 7, and anything about accounts, billing or legal matters goes "
+    "to a human agent with a one-line summary of the ticket."
 )
 
 

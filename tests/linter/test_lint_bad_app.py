@@ -34,6 +34,7 @@ PLANTED: list[tuple[str, str]] = [
     ("KV101", "ANSWER_TEMPLATE.format(today=datetime.now().isoformat())"),
     ("KV301", "response = client.chat.completions.create("),  # templated_answer
     ("KV301", "response = client.chat.completions.create("),  # quick_answer: short prefix
+    ("KV101", 'lambda q: support_chat(client, args.model, f"user-{random.randint'),  # a random user id
 ]
 
 

@@ -8,7 +8,9 @@ from radixgate.linter import cli
 
 LONG = (
     "You are a meticulous support assistant for Acme. Answer in three sentences, cite the "
-    "policy section, and never invent order numbers."
+    "policy section, and never invent order numbers. Refunds follow section 4 of the returns policy, "
+    "shipping questions follow section 7, and anything about accounts, billing or legal matters goes "
+    "to a human agent with a one-line summary of the ticket."
 )
 BAD = f"""import json
 from datetime import datetime
@@ -41,7 +43,7 @@ def run(capsys, *argv):
 def test_exit_codes(project, capsys):
     assert run(capsys, "src/clean.py")[0] == 0
     code, out, _ = run(capsys, "src")
-    assert code == 1 and "src/bad.py:6:17: KV101 [error]" in out and "Found 2 errors." in out
+    assert code == 1 and "src/bad.py:6:17: KV101 [warning]" in out and "Found 2 errors." in out
     assert run(capsys, "src", "--exit-zero")[0] == 0
 
 

@@ -11,7 +11,7 @@ from radixgate.linter import cli, hit_rates
 SOURCE = """from datetime import datetime
 from openai import OpenAI
 
-SYSTEM = "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy."
+SYSTEM = "@SYSTEM@"
 
 
 def ask(client: OpenAI, q):
@@ -30,7 +30,13 @@ def ask_by_id(client: OpenAI, user_id, q):
 def clean(client: OpenAI, q):
     return client.chat.completions.create(model="m", messages=[
         {"role": "system", "content": SYSTEM}, {"role": "user", "content": q}])
-"""
+""".replace(
+    "@SYSTEM@",
+    "You are a meticulous support assistant for Acme. Answer in three sentences, cite the policy. Refunds "
+    "follow section 4 of the returns policy, shipping questions follow section 7, and anything about accounts, "
+    "billing or legal matters goes to a human agent with a one-line summary of the ticket. Keep every reply "
+    "polite and never share internal notes.",
+)
 
 
 def _template(name, source, requests, prompt, cached, static=1000, distinct=1):
@@ -93,7 +99,7 @@ def test_findings_carry_measurements_ordered_by_waste(app, capsys):
 def test_text_and_sarif_show_the_numbers(app, capsys):
     cli.main(["app", "--stats", "hit_rates.json", "--isolated"])
     text = capsys.readouterr().out
-    assert "KV101 [error] timestamp `datetime.now()` (changes every request) before" in text
+    assert "KV101 [warning] timestamp `datetime.now()` (changes every request) before" in text
     assert "— measured hit rate 4% over 120 requests, 144,000 prompt tokens recomputed" in text
     cli.main(["app", "--stats", "hit_rates.json", "--isolated", "--format", "sarif"])
     sarif = json.loads(capsys.readouterr().out)

@@ -1,0 +1,399 @@
+"""Project-wide analysis: the files linted together, each read once.
+
+1. Parse every file that can hold a prompt and collect its facts (`checker.parse`).
+2. Read each module's top level, then link: names imported from other modules of the project
+   become known where they are used (literal templates, module constants, functions' returns).
+3. Read each module's functions once. Sites are found as in a single file; calls to the project's
+   own functions are noted with the shapes of their arguments.
+4. Propagate. A function whose parameter reaches a sink inside it is a *wrapper*, summarised by that
+   site. A noted call to a wrapper is a site at the call, with the argument where the parameter was
+   and the chain of wrappers in the message. Repeated until no new wrapper appears (wrappers of
+   wrappers), at most `_ROUNDS` times.
+
+Given explicit files (as pre-commit passes them), the modules they import from the same project are
+read for their summaries too, but findings are reported only for the files given.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from .checker import Parsed, ParseFailure, _functions, finish_walk, parameters, parse, start_walk
+from .expressions import Evaluator
+from .scope import Elsewhere, Module, ParamRef, Scope
+from .settings import Settings
+from .shape import Shape
+from .sinks import Segment, Site, chain, is_template_call, template_shape
+from .violation import Violation
+from .walker import Walker
+
+_ROUNDS = 4
+_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_IMPORT_DEPTH = 2
+
+Key = tuple[str, str | None, str]  # (module, class or None, function)
+
+
+class Result(NamedTuple):
+    """What `lint_paths` found: the violations of the files reported, and what it read."""
+
+    violations: list[Violation]
+    files: list[Path]  # the files reported on
+    lines: int  # lines of the files reported on
+    failures: list[str]  # files that could not be read or parsed (messages)
+    sources: dict[str, tuple[str, ast.Module]]  # filename -> (source, tree), for fixes
+
+
+@dataclass
+class Wrapper:
+    key: Key
+    site: Site
+    via: str  # "`ask()` → `client.chat.completions.create`"
+
+
+@dataclass
+class Call:
+    entry: Entry
+    node: ast.Call
+    targets: list[Key]
+    args: list[Shape]
+    kwargs: dict[str, Shape]
+    templates: dict[int | str, Shape]
+    done: bool = False
+
+
+@dataclass
+class Entry:
+    path: Path
+    parsed: Parsed
+    report: bool
+    sites: list[Site] = field(default_factory=list)
+    walker: Walker | None = None
+
+
+class Project:
+    """The modules linted together and what their functions do with their parameters."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.modules: dict[str, list[Module]] = {}  # dotted name and each dotted suffix -> modules
+        self.functions: dict[Key, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.owners: dict[Key, Module] = {}
+        self.names: set[str] = set()  # simple names of every function and method
+        self.methods: dict[str, list[Key]] = {}
+        self.wrappers: dict[Key, Wrapper] = {}
+        self.calls: list[Call] = []
+
+    # -- building ------------------------------------------------------------------------
+    def add(self, path: Path, parsed: Parsed, report: bool) -> None:
+        module = parsed.module
+        module.project = self
+        self.entries.append(Entry(path, parsed, report))
+        parts = module.name.split(".") if module.name else [path.stem]
+        for i in range(len(parts)):
+            self.modules.setdefault(".".join(parts[i:]), []).append(module)
+        for fn, cls in _functions(parsed.tree.body, None):
+            key = (module.name, cls, fn.name)
+            self.functions.setdefault(key, fn)
+            self.owners.setdefault(key, module)
+            self.names.add(fn.name)
+            if cls is not None:
+                self.methods.setdefault(fn.name, []).append(key)
+
+    def module(self, dotted: str) -> Module | None:
+        found = self.modules.get(dotted, [])
+        return found[0] if len(found) == 1 else None
+
+    def resolve(self, qual: str) -> tuple[Module, str] | None:
+        """`pkg.prompts.QA` -> (the module `pkg.prompts`, "QA"), for modules of this project."""
+        parts = qual.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            module = self.module(".".join(parts[:i]))
+            if module is not None:
+                return module, ".".join(parts[i:])
+        return None
+
+    def link(self, module: Module) -> None:
+        """Names `module` imports from the project: templates, constants (functions on use)."""
+        for alias, qual in module.imports.items():
+            found = self.resolve(qual)
+            if found is None or found[0] is module:
+                continue
+            other, name = found
+            if name in other.literals:
+                module.imported_literals[alias] = other.literals[name]
+            elif name in other.constants:
+                module.imported_constants[alias] = other.constants[name]
+
+    # -- reading -------------------------------------------------------------------------
+    def run(self) -> None:
+        for entry in self.entries:
+            entry.walker = start_walk(entry.parsed, entry.sites.append)
+        for entry in self.entries:
+            self.link(entry.parsed.module)
+        for entry in self.entries:
+            assert entry.walker is not None
+            finish_walk(entry.parsed, entry.walker)
+            entry.walker = None
+            for site in list(entry.sites):
+                self.learn(site)
+        for _ in range(_ROUNDS):
+            if not self.propagate():
+                break
+
+    def note_call(self, ev: Evaluator, node: ast.Call, scope: Scope) -> None:
+        """Remember a call that may reach one of the project's functions, with its arguments."""
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if name not in self.names:
+            return
+        targets = self.targets(ev.module, func, scope)
+        if not targets:
+            return
+        entry = next(e for e in self.entries if e.parsed.module is ev.module)
+        args = [ev.shape(a, scope) for a in node.args if not isinstance(a, ast.Starred)]
+        kwargs = {kw.arg: ev.shape(kw.value, scope) for kw in node.keywords if kw.arg}
+        templates: dict[int | str, Shape] = {}
+        places: list[tuple[int | str, ast.expr]] = list(enumerate(node.args))
+        places += [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        for where, arg in places:
+            if not isinstance(arg, ast.Starred) and ev.literal(arg, scope) is not None:
+                templates[where] = template_shape(ev, arg, scope)
+        self.calls.append(Call(entry, node, targets, args, kwargs, templates))
+
+    def targets(self, module: Module, func: ast.expr, scope: Scope) -> list[Key]:
+        if isinstance(func, ast.Name):
+            if func.id in module.functions:
+                return [(module.name, None, func.id)]
+            return self.imported(module, module.imports.get(func.id))
+        if not isinstance(func, ast.Attribute):
+            return []
+        base = func.value
+        if isinstance(base, ast.Name) and base.id in ("self", "cls") and scope.cls:
+            own = (module.name, scope.cls, func.attr)
+            if own in self.functions:
+                return [own]
+        root = base
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in module.imports:
+            return self.imported(module, module.qualname(func))  # `llm_utils.ask(...)`
+        return list(self.methods.get(func.attr, []))  # `self.llm.generate(...)`: any class's method
+
+    def imported(self, module: Module, qual: str | None) -> list[Key]:
+        found = self.resolve(qual) if qual else None
+        if found is None:
+            return []
+        other, name = found
+        cls, _, fn = name.rpartition(".")
+        key = (other.name, cls or None, fn)
+        return [key] if key in self.functions else []
+
+    def function_return(self, ev: Evaluator, node: ast.Call, qual: str) -> Shape | None:
+        """The shape another module's function returns, placed at this call."""
+        found = self.resolve(qual)
+        if found is None or "." in found[1] or found[0] is ev.module:
+            return None
+        other, name = found
+        if name not in other.functions:
+            return None
+        from .calls import function_return
+
+        spot = _elsewhere(node)
+        shape = function_return(Evaluator(other), name, node)
+        return tuple(p._replace(node=node if p.is_dynamic else spot, flaws=()) for p in shape)
+
+    # -- propagating ---------------------------------------------------------------------
+    def learn(self, site: Site) -> bool:
+        """Make the functions whose parameters reach `site` wrappers; whether any is new."""
+        if site.confidence != "high":
+            return False
+        new = False
+        for seg in site.segments:
+            for part in seg.shape:
+                node = part.node
+                if isinstance(node, ParamRef) and node.fn not in self.wrappers and node.fn in self.functions:
+                    sink = f"`{chain(site.node.func)}`" if isinstance(site.node, ast.Call) else "a prompt"
+                    via = f"`{node.fn[2]}()` → " + (site.via or sink)
+                    self.wrappers[node.fn] = Wrapper(node.fn, site, via)
+                    new = True
+        return new
+
+    def propagate(self) -> bool:
+        new = False
+        for call in self.calls:
+            if call.done:
+                continue
+            wrapper = next((self.wrappers[t] for t in call.targets if t in self.wrappers), None)
+            if wrapper is None:
+                continue
+            call.done = True
+            site = self.substitute(wrapper, call)
+            call.entry.sites.append(site)
+            new |= self.learn(site)
+        return new
+
+    def substitute(self, wrapper: Wrapper, call: Call) -> Site:
+        """The wrapper's site as this call sends it: each argument where its parameter was."""
+        fn = self.functions[wrapper.key]
+        refs = parameters(fn, wrapper.key)
+        bound: dict[str, tuple[Shape, Shape | None]] = {}
+        for name, ref in refs.items():
+            if ref.index is not None and ref.index < len(call.args):
+                bound[name] = (call.args[ref.index], call.templates.get(ref.index))
+            if name in call.kwargs:
+                bound[name] = (call.kwargs[name], call.templates.get(name))
+        templated = isinstance(wrapper.site.node, ast.Call) and is_template_call(wrapper.site.node)
+        spot = _elsewhere(call.node)
+        segments = []
+        for seg in wrapper.site.segments:
+            parts: list = []
+            for p in seg.shape:
+                node = p.node
+                if isinstance(node, ParamRef) and node.fn == wrapper.key and node.id in bound:
+                    shape, template = bound[node.id]
+                    parts.extend(template if templated and template is not None else shape)
+                else:
+                    parts.append(p._replace(node=spot, flaws=tuple(f._replace(node=spot) for f in p.flaws)))
+            segments.append(Segment(seg.role, tuple(parts)))
+        return Site(call.node, segments, wrapper.site.confidence, wrapper.site.provider, wrapper.via)
+
+
+def _elsewhere(node: ast.AST) -> Elsewhere:
+    spot = Elsewhere()
+    ast.copy_location(spot, node)
+    spot.end_lineno, spot.end_col_offset = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+    return spot
+
+
+# -- files -----------------------------------------------------------------------------------
+def project_root(path: Path) -> Path:
+    """The nearest folder above `path` with a project marker, else `path`'s folder."""
+    start = path.resolve().parent
+    for folder in [start, *start.parents]:
+        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
+            return folder
+    return start
+
+
+def module_name(path: Path, root: Path) -> str:
+    try:
+        rel = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return path.stem
+    parts = list(rel.with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _module_files(root: Path, qual: str) -> list[Path]:
+    """Candidate files for the dotted import `qual` (or its parent, when it names a symbol)."""
+    parts = qual.split(".")
+    out = []
+    for n in (len(parts), len(parts) - 1):
+        if n <= 0:
+            continue
+        rel = Path(*parts[:n])
+        for base in (root, root / "src"):
+            for candidate in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
+                if candidate.is_file():
+                    out.append(candidate)
+    return out
+
+
+def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False) -> Result:
+    """Lint `paths` as one project. Folders: every Python file under them. Explicit files: those
+    files, with the project modules they import read for summaries only."""
+    from .cli import iter_files
+
+    report = list(iter_files(paths, settings, force_exclude))
+    context: dict[Path, tuple[Path, bool]] = {}  # resolved -> (path, reported)
+    roots: dict[Path, Path] = {}
+    for path in report:
+        context[path.resolve()] = (path, True)
+    explicit = [Path(p) for p in paths if Path(p).is_file()]
+    for raw in paths:
+        if Path(raw).is_dir():
+            for path in report:
+                roots.setdefault(path.resolve(), Path(raw))
+    for path in explicit:
+        roots.setdefault(path.resolve(), project_root(path))
+    project = Project()
+    failures: list[str] = []
+    lines = 0
+    sources: dict[str, tuple[str, ast.Module]] = {}
+    queue = [(path, 0) for path in explicit]
+    seen: set[Path] = set()
+    order = list(report)
+    while queue:  # modules imported by explicit files, for summaries
+        path, depth = queue.pop()
+        root = roots[path.resolve()]
+        for qual in _imports_of(path, root):
+            for candidate in _module_files(root, qual):
+                resolved = candidate.resolve()
+                if resolved in context or resolved in seen or settings.is_excluded(candidate):
+                    continue
+                seen.add(resolved)
+                roots[resolved] = root
+                context[resolved] = (candidate, False)
+                order.append(candidate)
+                if depth + 1 < _IMPORT_DEPTH:
+                    queue.append((candidate, depth + 1))
+    for path in order:
+        resolved = path.resolve()
+        _, reported = context[resolved]
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            if reported:
+                failures.append(f"{path}: cannot read: {exc}")
+            continue
+        if reported:
+            lines += source.count("\n") + 1
+        root = roots.get(resolved, path.parent)
+        try:
+            parsed = parse(source, path.as_posix(), module_name(path, root))
+        except ParseFailure as exc:
+            if reported:
+                failures.append(str(exc))
+            continue
+        except RecursionError:
+            continue
+        if parsed is not None:
+            project.add(path, parsed, reported)
+    try:
+        project.run()
+    except RecursionError:  # a limit of the analysis on some deeply nested file
+        pass
+    from .checker import violations_for
+
+    violations: list[Violation] = []
+    for entry in project.entries:
+        if entry.report:
+            filename = entry.path.as_posix()
+            violations.extend(violations_for(entry.sites, entry.parsed, filename, settings))
+            sources[filename] = (entry.parsed.source, entry.parsed.tree)
+    return Result(violations, report, lines, failures, sources)
+
+
+def _imports_of(path: Path, root: Path) -> list[str]:
+    """Absolute dotted names `path` imports (relative imports resolved against `root`)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return []
+    name = module_name(path, root)
+    out: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            from .checker import _absolute
+
+            base = _absolute(name, node.module, node.level)
+            out.extend(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
+    return out
