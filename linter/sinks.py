@@ -55,7 +55,13 @@ _LC_ROLES = {
 _LLM_METHODS = frozenset({"invoke", "ainvoke", "generate_content", "predict", "complete"})
 _FEW_SHOT = ("FewShotPromptTemplate", "FewShotChatMessagePromptTemplate")
 _TEMPLATE_CALLS = ("from_template", "from_messages", "PromptTemplate", "ChatPromptTemplate", "RichPromptTemplate")
-_PROMPT_CLASSES = ("radixgate.Prompt", "radixgate._prompt.Prompt")
+_PROMPT_CLASSES = (
+    "radixgate.Prompt",
+    "radixgate._prompt.Prompt",
+    # radixgate's framework integrations render static-first themselves, as `Prompt` does
+    "radixgate.langchain.ChatPromptTemplate",
+    "radixgate.llamaindex.ChatPromptTemplate",
+)
 #: radixgate's segment constructors: each call is a typed piece of a `Prompt`, never a sink.
 _SEGMENT_FUNCTIONS = ("system", "tools", "examples", "document", "history", "context", "user", "Segment")
 _RNG_CLASSES = ("random.Random", "numpy.random.default_rng", "numpy.random.RandomState")
