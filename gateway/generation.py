@@ -65,7 +65,7 @@ def log_job(state: AppState, job: Job) -> None:
         )
 
 
-async def run(state: AppState, job: Job) -> AsyncIterator[Delta]:
+async def stream_job(state: AppState, job: Job) -> AsyncIterator[Delta]:
     """Stream the job's deltas. The last one carries `output`. Closing this generator aborts the
     engine request (its pages are freed); errors become `APIError`."""
     r = job.request
@@ -200,7 +200,7 @@ async def collect(state: AppState, jobs: list[Job], is_disconnected: Callable[[]
 
     async def gather_outputs() -> list[Output]:
         outputs: list[Output | None] = [None] * len(jobs)
-        async with aclosing(merge([run(state, job) for job in jobs])) as events:
+        async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
             async for index, delta in events:
                 if delta.output is not None:
                     outputs[index] = delta.output

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import __version__
 from .errors import APIError
-from .generation import Job, collect, run
+from .generation import Job, collect, stream_job
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
 from .prompt_stats import RequestTags, estimate_static_tokens
@@ -100,7 +100,7 @@ async def _generate_stream(state: AppState, job: Job, start: float) -> AsyncIter
     text, ids = "", []
     num_prompt = len(job.request.input_ids)
     try:
-        async with aclosing(run(state, job)) as deltas:
+        async with aclosing(stream_job(state, job)) as deltas:
             async for delta in deltas:
                 text += delta.text
                 ids.extend(delta.token_ids)

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from .errors import APIError
-from .generation import Job, collect, merge, run
+from .generation import Job, collect, merge, stream_job
 from .logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
 from .openai_schemas import (
     ChatCompletionRequest,
@@ -269,7 +269,7 @@ async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, inclu
     outputs: list[Output] = []
     texts = TokenTexts(state.worker)
     try:
-        async with aclosing(merge([run(state, job) for job in jobs])) as events:
+        async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
             async for i, delta in events:
                 logprobs = _chat_logprobs(texts, delta.token_ids, delta) if delta.token_ids else None
                 if delta.text or logprobs:
@@ -390,7 +390,7 @@ async def _completion_stream(
             yield chunk([{"index": i, "text": prompt, "logprobs": None, "finish_reason": None}])
     outputs: list[Output] = []
     try:
-        async with aclosing(merge([run(state, job) for job in jobs])) as events:
+        async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
             async for i, delta in events:
                 reason = delta.output.finish_reason if delta.output is not None else None
                 values = getattr(delta, "token_logprobs", None)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import APIError
-from .generation import merge, run
+from .generation import merge, stream_job
 from .openai_schemas import usage
 from .responses import DONE, sse
 from .tool_parsers import ToolParser, detect_parser, get_parser
@@ -255,7 +255,7 @@ def tool_chat_stream(
         streams = [plan.stream() for _ in jobs]
         outputs = []
         try:
-            async with aclosing(merge([run(state, job) for job in jobs])) as events:
+            async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
                 async for i, delta in events:
                     for piece in streams[i].feed(delta.text) if delta.text else []:
                         yield choice(i, piece)
