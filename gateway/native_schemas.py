@@ -12,9 +12,11 @@ TokenId = Annotated[int, Field(ge=0)]
 
 
 class NativeSamplingParams(BaseModel):
-    """SGLang's `sampling_params` object (the subset this engine implements)."""
+    """SGLang's `sampling_params` object. Keys SGLang defines but radixgate does not implement are
+    kept as extras, for `request_fields.check_fields` to refuse by name (a key SGLang does not
+    define is a 400 too, as SGLang answers)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
     max_new_tokens: int = Field(default=128, ge=1)
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
@@ -29,18 +31,36 @@ class NativeSamplingParams(BaseModel):
     regex: str | None = None
     ebnf: str | None = None
     json_any_whitespace: bool = False
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    repetition_penalty: float = Field(default=1.0, gt=0.0, le=2.0)
+    min_new_tokens: int = Field(default=0, ge=0)
+    n: int = Field(default=1, ge=1, le=16)
+    logit_bias: dict[str, float] | None = None
+    sampling_seed: int | None = None  # SGLang's name; `seed` is radixgate's alias
+    skip_special_tokens: bool = True
 
 
 class GenerateRequest(BaseModel):
-    """`text` or `input_ids`, exactly one of them."""
+    """`text` or `input_ids`, exactly one of them: one prompt, or a list (answered with a list)."""
 
-    model_config = ConfigDict(extra="ignore")
-    text: str | None = None
-    input_ids: list[TokenId] | None = None
+    model_config = ConfigDict(extra="allow")
+    text: str | list[str] | None = None
+    input_ids: list[TokenId] | list[list[TokenId]] | None = None
     sampling_params: NativeSamplingParams = Field(default_factory=NativeSamplingParams)
     stream: bool = False
-    rid: str | None = Field(default=None, max_length=128)
+    rid: str | list[str] | None = None
     metadata: dict[str, str] | None = None
+    return_logprob: bool = False
+    logprob_start_len: int = Field(default=-1, ge=-1)
+    top_logprobs_num: int = Field(default=0, ge=0, le=20)
+    return_text_in_logprobs: bool = False
+    log_metrics: bool = True
+
+    @property
+    def is_batch(self) -> bool:
+        prompt = self.text if self.text is not None else self.input_ids
+        return isinstance(prompt, list) and (self.text is not None or any(isinstance(p, list) for p in prompt))
 
     @model_validator(mode="after")
     def _one_prompt(self) -> GenerateRequest:
@@ -56,6 +76,11 @@ class MetaInfo(BaseModel):
     cached_tokens: int
     finish_reason: dict[str, Any] | None
     e2e_latency: float | None = None
+    # with return_logprob: [logprob, token_id, text or null] per token, and lists of those per position
+    output_token_logprobs: list[list[Any]] | None = None
+    output_top_logprobs: list[list[list[Any]] | None] | None = None
+    input_token_logprobs: list[list[Any]] | None = None
+    input_top_logprobs: list[list[list[Any]] | None] | None = None
 
 
 class GenerateResponse(BaseModel):

@@ -53,13 +53,13 @@ def _r(note: str, example: Any, *neutral: Any) -> FieldRule:
 # Shared by chat and completions (OpenAI's fields, then the vLLM/SGLang extensions radixgate serves).
 _SAMPLING: dict[str, FieldRule] = {
     "model": _h("must name the served model (404 otherwise)"),
-    "max_tokens": _h("output limit", 2),
+    "max_tokens": _h("output limit", 1),
     "temperature": _h("0 is greedy", 1.5),
     "top_p": _h("nucleus sampling", 0.05),
     "n": _h("choices per prompt", 2),
     "stream": _h("server-sent events", True),
-    "stream_options": _h("`include_usage`", {"include_usage": True}),
-    "stop": _h("stop strings", "a"),
+    "stream_options": _h("`include_usage`"),
+    "stop": _h("stop strings", "K"),
     "seed": _h("reproducible sampling (choice i uses seed + i)", 3),
     "frequency_penalty": _h("vLLM's semantics, on raw logits", 2.0),
     "presence_penalty": _h("vLLM's semantics, on raw logits", 2.0),
@@ -71,7 +71,7 @@ _SAMPLING: dict[str, FieldRule] = {
     "min_p": _h("vLLM/SGLang extension", 0.9),
     "ignore_eos": _h("vLLM/SGLang extension", True),
     "stop_token_ids": _h("vLLM/SGLang extension", [42]),
-    "repetition_penalty": _h("vLLM/SGLang extension (Hugging Face's semantics)", 2.0),
+    "repetition_penalty": _h("vLLM/SGLang extension (Hugging Face's semantics)", 1.5),
     "min_tokens": _h("vLLM extension: no EOS/stop token before this many", 2),
     "cache_salt": _a("vLLM extension; ignored: the salt comes from the tenant"),
     "prompt_cache_key": _a("routing hint for the prefix cache; same answer"),
@@ -110,7 +110,7 @@ _SAMPLING: dict[str, FieldRule] = {
 CHAT_FIELDS: dict[str, FieldRule] = {
     **_SAMPLING,
     "messages": _h("rendered with the model's chat template"),
-    "max_completion_tokens": _h("output limit (wins over max_tokens); without either, up to the context", 2),
+    "max_completion_tokens": _h("output limit (wins over max_tokens); without either, up to the context", 1),
     "logprobs": _h("raw logprobs of the output tokens", True),
     "top_logprobs": _h("0-20 alternatives per token; needs `logprobs`", 3),
     "tools": _h("rendered with the chat template"),
@@ -204,8 +204,8 @@ GENERATE_FIELDS: dict[str, FieldRule] = {
 
 # /generate's sampling_params (SGLang's SamplingParams API fields)
 SAMPLING_PARAMS_FIELDS: dict[str, FieldRule] = {
-    "max_new_tokens": _h("output limit", 2),
-    "stop": _h("stop strings", "a"),
+    "max_new_tokens": _h("output limit", 1),
+    "stop": _h("stop strings", "K"),
     "stop_token_ids": _h("stop token ids", [42]),
     "temperature": _h("0 is greedy", 1.5),
     "top_p": _h("nucleus sampling", 0.05),
@@ -213,7 +213,7 @@ SAMPLING_PARAMS_FIELDS: dict[str, FieldRule] = {
     "min_p": _h("min-p sampling", 0.9),
     "frequency_penalty": _h("vLLM's semantics", 2.0),
     "presence_penalty": _h("vLLM's semantics", 2.0),
-    "repetition_penalty": _h("Hugging Face's semantics", 2.0),
+    "repetition_penalty": _h("Hugging Face's semantics", 1.5),
     "min_new_tokens": _h("no EOS/stop token before this many", 2),
     "n": _h("samples per prompt (the answer becomes a list)", 2),
     "ignore_eos": _h("keep going past EOS", True),

@@ -16,10 +16,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import __version__
 from .errors import APIError
-from .generation import Job, collect, stream_job
+from .generation import Job, collect, merge, stream_job
+from .logprobs import TokenTexts, sglang_logprobs
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
 from .prompt_stats import RequestTags, estimate_static_tokens
+from .request_fields import check_fields
 from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
 from .structured_output import constraint_of, precompile
@@ -29,7 +31,7 @@ router = APIRouter()
 
 
 def _meta(
-    rid: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int, finish_reason: str | None, start: float
+    job: Job, completion_tokens: int, cached_tokens: int, finish_reason: str | None, start: float
 ) -> dict[str, Any]:
     reason: dict[str, Any] | None = None
     if finish_reason is not None:
@@ -37,8 +39,8 @@ def _meta(
         if finish_reason == "length":
             reason["length"] = completion_tokens
     return {
-        "id": rid,
-        "prompt_tokens": prompt_tokens,
+        "id": job.request.rid,
+        "prompt_tokens": len(job.request.input_ids),
         "completion_tokens": completion_tokens,
         "cached_tokens": cached_tokens,
         "finish_reason": reason,
@@ -46,25 +48,83 @@ def _meta(
     }
 
 
-@router.post("/generate", response_model=GenerateResponse, responses=ERRORS)
+@router.post("/generate", response_model=GenerateResponse | list[GenerateResponse], responses=ERRORS)
 async def generate(body: GenerateRequest, request: Request) -> Any:
-    """SGLang's native generation: `text` or `input_ids`, `sampling_params`, `stream`."""
+    """SGLang's native generation: `text` or `input_ids` (one, or a list answered with a list),
+    `sampling_params` (with `n`: n answers per prompt), `stream`, and SGLang's logprob fields."""
     state = state_of(request)
     tenant = request.state.tenant
+    check_fields("/generate", body.model_dump(exclude_unset=True, exclude={"sampling_params"}))
     sp = body.sampling_params
-    if body.input_ids is not None:
-        input_ids, text = list(body.input_ids), None
-    else:
-        text = body.text or ""
-        input_ids = state.worker.tokenize(text)
+    check_fields(
+        "/generate sampling_params", sp.model_dump(exclude_unset=True), unknown_is_error=True, where="sampling_params."
+    )
+    prompts = _prompts(state, body)
+    rids = _rids(body.rid, len(prompts) * sp.n)
     tags = RequestTags.from_metadata(body.metadata)
-    measured = None
-    if text is not None and tags.static_prefix_chars:
-        measured = len(state.worker.tokenize(text[: tags.static_prefix_chars]))
-    static = estimate_static_tokens(tags.static_prefix_chars, len(text or ""), len(input_ids), measured)
-    stop = (sp.stop,) if isinstance(sp.stop, str) else tuple(sp.stop or ())
-    rid = body.rid or uuid.uuid4().hex
-    work = WorkRequest(
+    jobs = []
+    for p, (text, input_ids) in enumerate(prompts):
+        measured = None
+        if text is not None and tags.static_prefix_chars:
+            measured = len(state.worker.tokenize(text[: tags.static_prefix_chars]))
+        static = estimate_static_tokens(tags.static_prefix_chars, len(text or ""), len(input_ids), measured)
+        for i in range(sp.n):
+            work = _work(state, body, rids[p * sp.n + i], input_ids, tenant, tags, i)
+            jobs.append(Job("generate", "generate", tenant, tags, work, static, text))
+    for job in jobs:
+        await precompile(state.worker, job.request)
+        job.validate(state)
+    state.admit(tenant, sum(len(j.request.input_ids) for j in jobs), "generate")
+    start = time.perf_counter()
+    texts = TokenTexts(state.worker) if body.return_text_in_logprobs else None
+    if body.stream:
+        return sse_response(_generate_stream(state, jobs, start, texts, indexed=len(jobs) > 1))
+    outs = await collect(state, jobs, request.is_disconnected)
+    answers = [
+        {
+            "text": out.text,
+            "output_ids": list(out.token_ids),
+            "meta_info": _meta(job, len(out.token_ids), out.cached_tokens, out.finish_reason, start)
+            | _logprob_meta(job, out, texts),
+        }
+        for job, out in zip(jobs, outs, strict=True)
+    ]
+    return answers if body.is_batch or len(answers) > 1 else answers[0]
+
+
+def _prompts(state: AppState, body: GenerateRequest) -> list[tuple[str | None, list[int]]]:
+    if body.text is not None:
+        texts = [body.text] if isinstance(body.text, str) else body.text
+        return [(t, state.worker.tokenize(t)) for t in texts]
+    ids = body.input_ids or []
+    if ids and all(isinstance(i, list) for i in ids):
+        return [(None, list(one)) for one in ids]  # type: ignore[arg-type]
+    return [(None, list(ids))]  # type: ignore[arg-type]
+
+
+def _rids(rid: str | list[str] | None, count: int) -> list[str]:
+    if isinstance(rid, list):
+        if len(rid) != count:
+            raise APIError(400, f"'rid' has {len(rid)} ids for {count} requests (prompts x n)", param="rid")
+        rids = rid
+    else:
+        base = rid or uuid.uuid4().hex
+        rids = [base] if count == 1 else [f"{base}-{i}" for i in range(count)]
+    if any(len(r) > 128 for r in rids):
+        raise APIError(400, "each 'rid' must be at most 128 characters", param="rid")
+    return rids
+
+
+def _work(
+    state: AppState, body: GenerateRequest, rid: str, input_ids: list[int], tenant: str, tags: RequestTags, index: int
+) -> WorkRequest:
+    sp = body.sampling_params
+    seed = sp.sampling_seed if sp.sampling_seed is not None else sp.seed
+    try:
+        bias = tuple((int(k), float(v)) for k, v in (sp.logit_bias or {}).items())
+    except ValueError:
+        raise APIError(400, "logit_bias keys must be token ids", param="sampling_params.logit_bias") from None
+    return WorkRequest(
         rid=rid,
         input_ids=input_ids,
         max_new_tokens=sp.max_new_tokens,
@@ -72,48 +132,73 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
         top_p=sp.top_p,
         top_k=sp.top_k,
         min_p=sp.min_p,
-        seed=sp.seed,
-        stop=stop,
+        seed=None if seed is None else seed + index,
+        stop=(sp.stop,) if isinstance(sp.stop, str) else tuple(sp.stop or ()),
         stop_token_ids=tuple(sp.stop_token_ids or ()),
         ignore_eos=sp.ignore_eos,
         cache_salt=state.cache_salt(tenant),
         route_hint=tags.static_prefix_hash,
+        frequency_penalty=sp.frequency_penalty,
+        presence_penalty=sp.presence_penalty,
+        repetition_penalty=sp.repetition_penalty,
+        logit_bias=bias,
+        min_new_tokens=sp.min_new_tokens,
+        return_logprob=body.return_logprob,
+        top_logprobs_num=body.top_logprobs_num if body.return_logprob else 0,
+        logprob_start_len=body.logprob_start_len if body.return_logprob else -1,
+        skip_special_tokens=sp.skip_special_tokens,
         **(constraint.fields() if (constraint := constraint_of(sp)) else {}),
     )
-    job = Job("generate", "generate", tenant, tags, work, static, text)
-    await precompile(state.worker, work)
-    job.validate(state)
-    state.admit(tenant, len(input_ids), "generate")
-    start = time.perf_counter()
-    if body.stream:
-        return sse_response(_generate_stream(state, job, start))
-    (out,) = await collect(state, [job], request.is_disconnected)
+
+
+def _logprob_meta(job: Job, out: Any, texts: TokenTexts | None) -> dict[str, Any]:
+    """SGLang's logprob fields of `meta_info`, when the request asked for them."""
+    values = getattr(out, "output_token_logprobs", None)
+    if not job.request.return_logprob or values is None:
+        return {}
+    tokens, tops = sglang_logprobs(texts, out.token_ids, values, out.output_top_logprobs)
+    start = max(job.request.logprob_start_len, 0) if job.request.logprob_start_len >= 0 else len(job.request.input_ids)
+    prompt_ids = job.request.input_ids[start:]
+    in_values = getattr(out, "input_token_logprobs", None) or []
+    in_tops = getattr(out, "input_top_logprobs", None) or []
+    in_tokens, in_top_lists = sglang_logprobs(texts, prompt_ids, in_values, in_tops)
     return {
-        "text": out.text,
-        "output_ids": list(out.token_ids),
-        "meta_info": _meta(rid, out.prompt_tokens, len(out.token_ids), out.cached_tokens, out.finish_reason, start),
+        "output_token_logprobs": tokens,
+        "output_top_logprobs": tops,
+        "input_token_logprobs": in_tokens,
+        "input_top_logprobs": in_top_lists,
     }
 
 
-async def _generate_stream(state: AppState, job: Job, start: float) -> AsyncIterator[str]:
-    """As SGLang does: each event carries the text so far and the running `meta_info`."""
-    text, ids = "", []
-    num_prompt = len(job.request.input_ids)
+async def _generate_stream(
+    state: AppState, jobs: list[Job], start: float, texts: TokenTexts | None, indexed: bool
+) -> AsyncIterator[str]:
+    """As SGLang does: each event carries the text so far and the running `meta_info` (with
+    `index` when the request made more than one answer)."""
+    text = [""] * len(jobs)
+    ids: list[list[int]] = [[] for _ in jobs]
+    logprobs: list[list[float]] = [[] for _ in jobs]
+    tops: list[list[Any]] = [[] for _ in jobs]
     try:
-        async with aclosing(stream_job(state, job)) as deltas:
-            async for delta in deltas:
-                text += delta.text
-                ids.extend(delta.token_ids)
+        async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
+            async for i, delta in events:
+                text[i] += delta.text
+                ids[i].extend(delta.token_ids)
                 out = delta.output
                 meta = _meta(
-                    job.request.rid,
-                    num_prompt,
-                    len(ids),
-                    out.cached_tokens if out else 0,
-                    out.finish_reason if out else None,
-                    start,
+                    jobs[i], len(ids[i]), out.cached_tokens if out else 0, out.finish_reason if out else None, start
                 )
-                yield sse({"text": text, "output_ids": ids, "meta_info": meta})
+                if out is not None:
+                    meta |= _logprob_meta(jobs[i], out, texts)
+                elif jobs[i].request.return_logprob and getattr(delta, "token_logprobs", None) is not None:
+                    logprobs[i] += delta.token_logprobs
+                    tops[i] += delta.top_logprobs
+                    got, got_tops = sglang_logprobs(texts, ids[i], logprobs[i], tops[i])
+                    meta |= {"output_token_logprobs": got, "output_top_logprobs": got_tops}
+                event: dict[str, Any] = {"text": text[i], "output_ids": list(ids[i]), "meta_info": meta}
+                if indexed:
+                    event["index"] = i
+                yield sse(event)
     except APIError as exc:
         yield sse(exc.body())
     yield sse(DONE)

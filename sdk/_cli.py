@@ -13,6 +13,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "offline"): ("radixgate.bench.offline", "benchmark the engine in-process (radix cache vs none vs HF)"),
     ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
     ("bench", "router"): ("radixgate.bench.router", "routing policies over local workers: hit rate vs ideal, req/s"),
+    ("bench", "field-table"): ("radixgate.bench.field_table", "write docs/gateway.md's request-field table"),
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
     ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
     ("bench", "gpu-engine"): ("radixgate.bench.gpu_engine", "the engine on an 8B-shaped checkpoint, 16-bit vs FP8 KV"),
