@@ -17,7 +17,7 @@ from .dashboard import router as dashboard_router
 from .errors import install_error_handlers
 from .metrics import Metrics
 from .middleware import AuthMiddleware, BodyLimitMiddleware
-from .prompt_stats import PromptStats
+from .prompt_stats import PromptStatsRecorder
 from .rate_limit import RateLimiter
 from .routes_admin import router as admin_router
 from .routes_native import router as native_router
@@ -59,7 +59,7 @@ def create_app(
         metrics=metrics,
         tracer=tracer,
         tracer_provider=provider,
-        prompt_stats=PromptStats(config.max_tracked_templates),
+        prompt_stats=PromptStatsRecorder(config.max_tracked_templates),
         history=TimeSeries(config.dashboard_window_s),
         owns_worker=owns_worker,
     )

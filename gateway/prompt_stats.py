@@ -14,7 +14,7 @@ from typing import Any
 
 from radixgate._wire import UNTAGGED, RequestTags, TemplateStats
 
-__all__ = ["UNTAGGED", "OTHER", "RequestTags", "PromptStats", "TemplateTally", "estimate_static_tokens"]
+__all__ = ["UNTAGGED", "OTHER", "RequestTags", "PromptStatsRecorder", "TemplateTally", "estimate_static_tokens"]
 
 OTHER = "(other)"
 MAX_HASHES_PER_TEMPLATE = 1024
@@ -106,7 +106,7 @@ class TemplateTally:
         )
 
 
-class PromptStats:
+class PromptStatsRecorder:
     """Thread-safe aggregation keyed by (tenant, template); at most `max_templates` keys, the rest go to OTHER."""
 
     def __init__(self, max_templates: int = 1000) -> None:

@@ -15,7 +15,7 @@ from .auth import Authenticator, cache_salt_for
 from .config import GatewayConfig
 from .errors import APIError
 from .metrics import Metrics
-from .prompt_stats import PromptStats
+from .prompt_stats import PromptStatsRecorder
 from .rate_limit import RateLimiter
 from .timeseries import TimeSeries
 from .worker import Worker
@@ -36,7 +36,7 @@ class AppState:
     metrics: Metrics
     tracer: Tracer
     tracer_provider: TracerProvider | None
-    prompt_stats: PromptStats
+    prompt_stats: PromptStatsRecorder
     history: TimeSeries
     owns_worker: bool
     started_at: float = field(default_factory=time.time)

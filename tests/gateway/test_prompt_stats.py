@@ -7,14 +7,14 @@ from dataclasses import fields
 from fastapi.testclient import TestClient
 
 from radixgate._wire import TemplateStats
-from radixgate.gateway.prompt_stats import PromptStats, RequestTags, estimate_static_tokens
+from radixgate.gateway.prompt_stats import PromptStatsRecorder, RequestTags, estimate_static_tokens
 
 # The row's fields, from the one place that declares them.
 FIELDS = {f.name for f in fields(TemplateStats)}
 
 
 def test_aggregation_counts_recomputed_static_tokens() -> None:
-    stats = PromptStats()
+    stats = PromptStatsRecorder()
     tags = RequestTags("bot", "app/bot.py:42", "h1", 4000)
     stats.record("t", tags, prompt_tokens=1200, cached_tokens=0, static_tokens=1000)
     stats.record("t", tags, prompt_tokens=1200, cached_tokens=1000, static_tokens=1000)
@@ -29,7 +29,7 @@ def test_aggregation_counts_recomputed_static_tokens() -> None:
 
 
 def test_rows_sorted_by_recomputed_static_tokens_and_tenants_filtered() -> None:
-    stats = PromptStats()
+    stats = PromptStatsRecorder()
     stats.record("a", RequestTags("small"), 100, 0, 10)
     stats.record("a", RequestTags("big"), 100, 0, 90)
     stats.record("b", RequestTags("secret"), 100, 0, 50)
@@ -38,7 +38,7 @@ def test_rows_sorted_by_recomputed_static_tokens_and_tenants_filtered() -> None:
 
 
 def test_template_count_is_bounded() -> None:
-    stats = PromptStats(max_templates=2)
+    stats = PromptStatsRecorder(max_templates=2)
     for name in ("a", "b", "c", "d"):
         stats.record("t", RequestTags(name), 10, 0, 0)
     rows = {r["template"]: r["requests"] for r in stats.snapshot()["templates"]}
@@ -102,7 +102,7 @@ def test_chat_metadata_uses_the_character_ratio(client: TestClient, long_prefix)
 
 
 def test_untagged_static_parts_rank_by_all_recomputed_tokens_and_ttft_is_averaged() -> None:
-    stats = PromptStats()
+    stats = PromptStatsRecorder()
     sdk = RequestTags("fixed", "app/fixed.py:10", "h", 1000)
     plain = RequestTags("bad", "app/bad.py:20", None, None)
     stats.record("t", sdk, prompt_tokens=1200, cached_tokens=1100, static_tokens=1000, ttft=0.010)
