@@ -172,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             server.start()
         console.print(f"[bold]1.[/] radixgate serve is up at {server.base_url}")
         model = httpx.get(server.api_url + "/models", timeout=30).json()["data"][0]["id"]
-        seconds = run_app(
-            APPS["before"], args.examples_dir, server.api_url, args.requests, ["--tag", "--model", model]
-        )
+        seconds = run_app(APPS["before"], args.examples_dir, server.api_url, args.requests, ["--tag", "--model", model])
         console.print(f"[bold]2.[/] examples/{APPS['before']}: {args.requests} requests in {seconds:.1f} s")
         stats = httpx.get(server.base_url + "/v1/prompt_stats", timeout=30).json()
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="prompt_stats-", delete=False) as f:
