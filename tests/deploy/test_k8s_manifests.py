@@ -32,6 +32,10 @@ def _containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return list(spec.get("containers", []))
 
 
+def _radixgate_containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in _containers(doc) if c.get("command", [None])[0] == "radixgate"]
+
+
 def _serve_args() -> Iterator[tuple[str, list[str]]]:
     for path, doc in _documents():
         for container in _containers(doc):
@@ -41,10 +45,13 @@ def _serve_args() -> Iterator[tuple[str, list[str]]]:
 
 
 def test_every_manifest_parses_with_kind_and_name() -> None:
-    assert {p.name for p in MANIFESTS} >= {"workers.yaml", "gateway.yaml"}
+    assert {p.name for p in MANIFESTS} >= {"workers.yaml", "gateway.yaml", "inference-pool.yaml"}
     for path, doc in _documents():
         assert doc.get("apiVersion") and doc.get("kind"), f"{path.name}: a document without apiVersion/kind"
         assert doc.get("metadata", {}).get("name"), f"{path.name}: a {doc['kind']} without a name"
+        if doc["kind"] == "ConfigMap":  # the endpoint picker's configuration is YAML inside YAML
+            for text in doc["data"].values():
+                assert yaml.safe_load(text)["kind"] == "EndpointPickerConfig"
 
 
 def test_every_serve_flag_exists_and_parses() -> None:
@@ -62,7 +69,7 @@ def test_every_serve_flag_exists_and_parses() -> None:
 
 def test_ports_probes_and_scrape_annotations_agree() -> None:
     for path, doc in _documents():
-        for container in _containers(doc):
+        for container in _radixgate_containers(doc):
             ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
             assert ports.get("http") == SERVE_PORT, f"{path.name}: container port {ports} != {SERVE_PORT}"
             for probe in ("readinessProbe", "livenessProbe"):
@@ -71,9 +78,11 @@ def test_ports_probes_and_scrape_annotations_agree() -> None:
             assert annotations.get("prometheus.io/scrape") == "true"
             assert int(annotations["prometheus.io/port"]) == SERVE_PORT
             assert annotations["prometheus.io/path"] == "/metrics"
-        if doc["kind"] == "Service":
+        if doc["kind"] == "Service" and doc["metadata"]["name"].startswith("radixgate") and "epp" not in str(doc):
             for port in doc["spec"]["ports"]:
                 assert port["targetPort"] in ("http", SERVE_PORT), f"{path.name}: Service targets {port}"
+        if doc["kind"] == "InferencePool":
+            assert [p["number"] for p in doc["spec"]["targetPorts"]] == [SERVE_PORT]
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +108,7 @@ def test_every_metric_named_is_exported(live_metrics: str) -> None:
     exported = {line.split("{")[0].split(" ")[0] for line in live_metrics.splitlines() if not line.startswith("#")}
     exported |= {name.removesuffix("_total") for name in exported}
     named = {m for path in MANIFESTS for m in METRIC.findall(path.read_text())}
+    assert {"vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} <= named, "the EPP reads these"
     for name in sorted(named):
         base = re.sub(r"_(bucket|sum|count)$", "", name)
         assert name in exported or base in {e.rsplit("_", 1)[0] for e in exported} or base in exported, (
