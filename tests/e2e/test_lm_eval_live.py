@@ -1,0 +1,53 @@
+"""lm-evaluation-harness against a real `radixgate serve`: a loglikelihood (multiple-choice) task and
+a generate_until task, both defined in tests/e2e/lm_eval_tasks over local data (nothing downloads).
+The harness's `local-completions` model with `tokenizer_backend=remote` reads /tokenizer_info and
+/tokenize, scores choices with `echo` + `logprobs`, and generates with `stop`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from radixgate.gateway.server_process import ServerProcess
+
+TASKS = Path(__file__).resolve().parent / "lm_eval_tasks"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    with ServerProcess(["--max-total-tokens", "16384"]) as running:
+        yield running
+
+
+def test_lm_eval_loglikelihood_and_generate_until(server: ServerProcess, monkeypatch, tmp_path) -> None:
+    lm_eval = pytest.importorskip("lm_eval")
+    from lm_eval.tasks import TaskManager
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets"))
+    monkeypatch.chdir(TASKS)  # the task files name their data relative to here
+    results = lm_eval.simple_evaluate(
+        model="local-completions",
+        model_args=(
+            f"model=tiny,base_url={server.base_url}/v1/completions,tokenizer_backend=remote,"
+            "tokenized_requests=True,num_concurrent=1,max_retries=1,timeout=60"
+        ),
+        tasks=["radixgate_mc", "radixgate_gen"],
+        task_manager=TaskManager(include_path=str(TASKS), include_defaults=False),
+        log_samples=True,
+        random_seed=0,
+    )
+    mc, gen = results["results"]["radixgate_mc"], results["results"]["radixgate_gen"]
+    assert 0.0 <= mc["acc,none"] <= 1.0 and 0.0 <= gen["exact_match,none"] <= 1.0
+    mc_samples = results["samples"]["radixgate_mc"]
+    assert len(mc_samples) == 4
+    for sample in mc_samples:  # one (logprob, is_greedy) per choice, each a sum of real logprobs
+        scores = [resp[0] for resp in sample["resps"]]
+        assert len(scores) == 3 and all(isinstance(s[0], float) and s[0] < 0 for s in scores), scores
+    gen_samples = results["samples"]["radixgate_gen"]
+    assert len(gen_samples) == 3 and all(isinstance(s["resps"][0][0], str) for s in gen_samples)
+    assert all("\n" not in s["resps"][0][0] for s in gen_samples)
+    assert os.path.isdir(TASKS)
