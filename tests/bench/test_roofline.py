@@ -1,0 +1,61 @@
+"""`radixgate bench roofline`: the fixed FLOP and byte definitions, and a small run end to end."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from radixgate.bench import roofline
+
+SHAPE = {
+    "layers": 4,
+    "heads": 8,
+    "kv_heads": 2,
+    "head_dim": 32,
+    "hidden": 256,
+    "vocab": 1000,
+    "linear_params": 4 * (256 * 256 * 2 + 256 * 64 * 2 + 3 * 256 * 768),
+    "weight_bytes": 4_000_000,
+}
+
+
+def test_prefill_flops_follow_the_definition():
+    tokens = 4096
+    linear = 2 * SHAPE["linear_params"] * tokens
+    attention = 2 * 2 * 4 * 8 * 32 * tokens**2 / 2  # causal: half the score matrix
+    lm_head_row = 2 * 1000 * 256
+    assert roofline.prefill_flops(SHAPE, tokens) == linear + attention + lm_head_row
+
+
+def test_decode_ideal_is_the_slower_of_compute_and_memory():
+    batch, kv_tokens = 32, 32 * 160
+    flops = 2 * (SHAPE["linear_params"] + 1000 * 256) * batch + 2 * 2 * 8 * 32 * 4 * kv_tokens
+    kv_bytes = 2 * 4 * 4 * 2 * 32 * kv_tokens
+    compute_bound = roofline.decode_step_ideal_s(SHAPE, batch, kv_tokens, peak=1e9, bandwidth=1e15)
+    memory_bound = roofline.decode_step_ideal_s(SHAPE, batch, kv_tokens, peak=1e15, bandwidth=1e9)
+    assert compute_bound == pytest.approx(flops / 1e9)
+    assert memory_bound == pytest.approx((4_000_000 + kv_bytes) / 1e9)
+
+
+def test_small_engine_run_reports_fractions_and_the_step_breakdown():
+    result = roofline.measure_engine(prompt_len=64, batch=2, decode_prompt=16, decode_tokens=4)
+    assert result["decode_steps"] == 3  # the first token comes from the prefill
+    assert result["decode_kv_lens"] == [2 * 17, 2 * 18, 2 * 19]
+    args = argparse.Namespace(prompt_len=64, batch=2, decode_prompt=16, decode_tokens=4, clock="wall")
+    row = roofline.figures(result, roofline.model_shape(), args, peak=1e11, bw=2e10)
+    assert 0 < row["prefill_fraction"] and 0 < row["decode_fraction"]
+    parts = row["schedule_ms"] + row["batch_build_ms"] + row["sampling_and_rest_ms"]
+    assert row["outside_model_ms"] == pytest.approx(parts, rel=1e-6)
+    text = roofline.format_report(
+        {
+            "threads": 1,
+            "clock": "wall",
+            "peak_gflops": [100.0],
+            "bandwidth_gbs": [20.0],
+            "before_ref": None,
+            "after": row,
+        },
+        args,
+    )
+    assert "after" in text and "of roofline" in text
