@@ -54,7 +54,8 @@ def create_app(
     state = AppState(
         config=config,
         worker=worker,
-        auth=Authenticator(config.api_keys, config.admin_api_keys, config.worker_api_key),
+        # A router sends the worker key to its workers; only a worker accepts it.
+        auth=Authenticator(config.api_keys, config.admin_api_keys, None if config.is_routed else config.worker_api_key),
         limiter=RateLimiter(config.rate_limit_rpm, config.rate_limit_tpm),
         metrics=metrics,
         tracer=tracer,
