@@ -88,10 +88,11 @@ class Parsed(NamedTuple):
     source: str
 
 
-def parse(source: str, filename: str, name: str = "") -> Parsed | None:
-    """Parse `source` and collect its module facts; None when it cannot hold a prompt."""
+def parse(source: str, filename: str, name: str = "", force: bool = False) -> Parsed | None:
+    """Parse `source` and collect its module facts; None when it cannot hold a prompt (unless
+    `force`: another module imports its names)."""
     low = source.lower()
-    if not any(word in low for word in _TRIGGER_WORDS):
+    if not force and not any(word in low for word in _TRIGGER_WORDS):
         return None
     try:
         tree = ast.parse(source, filename)
@@ -134,8 +135,12 @@ def start_walk(parsed: Parsed, on_site: Callable[[Site], None]) -> Walker:
 def finish_walk(parsed: Parsed, walker: Walker) -> None:
     """Read every function (methods knowing their class), then the templates."""
     module = parsed.module
+    hot_classes = {
+        cls for fn, cls in _functions(parsed.tree.body, None) if cls and module.is_hot(fn.lineno, fn.end_lineno or 0)
+    }
     for fn, cls in _functions(parsed.tree.body, None):
-        if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno):
+        # `__init__` of a class with a prompt method: the values it stores on `self` matter.
+        if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno) or (fn.name == "__init__" and cls in hot_classes):
             walker.function = fn.name
             walker.body(fn.body, Scope(cls=cls, params=parameters(fn, (module.name, cls, fn.name))))
     walker.function = ""
@@ -179,8 +184,9 @@ def _functions(
             yield from _functions(stmt.body, cls)
 
 
-def _hot_prefix(low: str, num_lines: int) -> list[int]:
-    """Running count of lines holding a `_HOT_WORDS` word: prefix[i] counts lines 1..i."""
+def _hot_prefix(low: str, num_lines: int, extra: tuple[str, ...] = ()) -> list[int]:
+    """Running count of lines holding a `_HOT_WORDS` word (or one of `extra`, such as the names of
+    the project's wrappers): prefix[i] counts lines 1..i."""
     starts = [0]
     find = low.find
     at = find("\n")
@@ -189,7 +195,7 @@ def _hot_prefix(low: str, num_lines: int) -> list[int]:
         at = find("\n", at + 1)
     starts.append(len(low) + 1)
     marked = bytearray(max(num_lines, len(starts)) + 1)
-    for word in _HOT_WORDS:
+    for word in _HOT_WORDS + extra:
         at = find(word)
         while at >= 0:
             line = bisect.bisect_right(starts, at)

@@ -11,7 +11,7 @@ from . import names
 from .calls import SAME_SHAPE_METHODS, call_shape
 from .rules import UnorderedIteration
 from .scope import ListValue, Module, ParamRef, Scope, dotted
-from .shape import EMPTY, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
+from .shape import EMPTY, Change, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
 
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
 _TOOLISH = frozenset(
@@ -108,7 +108,13 @@ class Evaluator:
             return value(Kind.DOC, max(p.change for p in docs), node, key)
         if key in self.module.partial_names:  # bound once with a fixed value
             return unknown(node, key)
-        return self.by_name(key, node)
+        named = self.by_name(key, node)
+        if named[0].kind is Kind.UNKNOWN and (
+            not shapes or any(isinstance(p.node, ParamRef) for s in shapes for p in s)
+        ):
+            # A template's input variable is filled per invocation unless the module binds it once.
+            return value(Kind.TURN, Change.PER_SESSION, node, key)
+        return named
 
     def fill(
         self, template: str, holder: ast.expr, args: list[Shape], kwargs: dict[str, Shape], fallback: bool = True
@@ -129,7 +135,13 @@ class Evaluator:
                 auto += 1
                 out.extend(args[index] if index < len(args) else unknown(where, "{}"))
             elif fld.split(".")[0] in kwargs:
-                out.extend(kwargs[fld.split(".")[0]])
+                given = kwargs[fld.split(".")[0]]
+                if given and all(p.kind is Kind.UNKNOWN and not p.flaws for p in given):
+                    # Nothing known about the value: the slot's own name says what it holds.
+                    named = self.by_name(fld.split(".")[0].split("[")[0], where)
+                    if named[0].kind is not Kind.UNKNOWN:
+                        given = named
+                out.extend(given)
             else:
                 out.extend(self.placeholder(fld, where) if fallback else unknown(where, fld))
         return tuple(out)

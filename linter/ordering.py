@@ -57,6 +57,7 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
     flat = [(part, i, seg.role) for i, seg in enumerate(site.segments) for part in seg.shape]
     findings: list[Finding] = []
     reported: set[tuple[str, str]] = set()  # one finding per value and rule in a prompt
+    broken = False  # a value that changes every request came first (in a low-confidence site: skip flaws)
     for index, (part, seg, role) in enumerate(flat):
         rest = flat[index + 1 :]
         if part.is_dynamic and (site.confidence == "high" or part.change >= Change.PER_SESSION):
@@ -66,8 +67,9 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
                 findings.append(finding)
         for flaw in part.flaws:
             in_prefix = role in ("tools", "system") or _cacheable_after(rest, min_lost_tokens)
-            if flaw.always or in_prefix:
+            if (flaw.always or in_prefix) and not (broken and site.confidence != "high"):
                 findings.append(Finding(flaw.code, flaw.node, {"label": flaw.label}, None))
+        broken = broken or (part.is_dynamic and part.change is Change.PER_REQUEST)
     return findings
 
 

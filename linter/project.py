@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .checker import Parsed, ParseFailure, _functions, finish_walk, parameters, parse, start_walk
+from .checker import Parsed, ParseFailure, _functions, _hot_prefix, finish_walk, parameters, parse, start_walk
 from .expressions import Evaluator
 from .scope import Elsewhere, Module, ParamRef, Scope
 from .settings import Settings
@@ -31,6 +31,7 @@ from .violation import Violation
 from .walker import Walker
 
 _ROUNDS = 4
+_MAX_CANDIDATES = 400
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 _IMPORT_DEPTH = 2
 
@@ -86,6 +87,8 @@ class Project:
         self.methods: dict[str, list[Key]] = {}
         self.wrappers: dict[Key, Wrapper] = {}
         self.calls: list[Call] = []
+        self.lazy: dict[str, tuple[Path, str]] = {}  # modules without prompt words, parsed if imported
+        self.quiet: list[tuple[Path, str, str]] = []  # reported files without prompt words
 
     # -- building ------------------------------------------------------------------------
     def add(self, path: Path, parsed: Parsed, report: bool) -> None:
@@ -103,8 +106,29 @@ class Project:
             if cls is not None:
                 self.methods.setdefault(fn.name, []).append(key)
 
+    def defer(self, path: Path, source: str, name: str, report: bool = False) -> None:
+        """A module without prompt words: read only if another module imports from it, or (when
+        reported) if it calls one of the project's possible wrappers."""
+        if report:
+            self.quiet.append((path, source, name))
+        parts = name.split(".") if name else [path.stem]
+        for i in range(len(parts)):
+            self.lazy.setdefault(".".join(parts[i:]), (path, source))
+        self.lazy[name] = (path, source)
+
     def module(self, dotted: str) -> Module | None:
         found = self.modules.get(dotted, [])
+        if not found and dotted in self.lazy:
+            path, source = self.lazy.pop(dotted)
+            try:
+                parsed = parse(source, path.as_posix(), dotted, force=True)
+            except (ParseFailure, RecursionError):
+                return None
+            if parsed is not None:
+                self.add(path, parsed, False)
+                entry = self.entries[-1]
+                entry.walker = start_walk(parsed, entry.sites.append)
+                found = self.modules.get(dotted, [])
         return found[0] if len(found) == 1 else None
 
     def resolve(self, qual: str) -> tuple[Module, str] | None:
@@ -130,12 +154,14 @@ class Project:
 
     # -- reading -------------------------------------------------------------------------
     def run(self) -> None:
+        self.mark_wrapper_calls()
         for entry in self.entries:
             entry.walker = start_walk(entry.parsed, entry.sites.append)
-        for entry in self.entries:
+        for entry in list(self.entries):
             self.link(entry.parsed.module)
         for entry in self.entries:
-            assert entry.walker is not None
+            if entry.walker is None:
+                entry.walker = start_walk(entry.parsed, entry.sites.append)
             finish_walk(entry.parsed, entry.walker)
             entry.walker = None
             for site in list(entry.sites):
@@ -143,6 +169,32 @@ class Project:
         for _ in range(_ROUNDS):
             if not self.propagate():
                 break
+
+    def mark_wrapper_calls(self) -> None:
+        """Lines calling a possible wrapper (a function with parameters that may hold a sink) are
+        worth reading even without a prompt word on them."""
+        candidates = {
+            key[2].lower() + "("
+            for key, fn in self.functions.items()
+            if len(parameters(fn, key)) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno)
+        }
+        if not candidates or len(candidates) > _MAX_CANDIDATES:
+            return
+        words = tuple(sorted(candidates))
+        for path, source, name in self.quiet:
+            if any(w in source.lower() for w in words) and name in self.lazy:
+                del self.lazy[name]
+                try:
+                    parsed = parse(source, path.as_posix(), name, force=True)
+                except (ParseFailure, RecursionError):
+                    continue
+                if parsed is not None:
+                    self.add(path, parsed, True)
+        for entry in self.entries:
+            low = entry.parsed.source.lower()
+            hits = tuple(w for w in words if w in low)
+            if hits:
+                entry.parsed.module.hot_prefix = _hot_prefix(low, len(entry.parsed.lines), hits)
 
     def note_call(self, ev: Evaluator, node: ast.Call, scope: Scope) -> None:
         """Remember a call that may reach one of the project's functions, with its arguments."""
@@ -365,6 +417,8 @@ def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False
             continue
         if parsed is not None:
             project.add(path, parsed, reported)
+        else:
+            project.defer(path, source, module_name(path, root), reported)
     try:
         project.run()
     except RecursionError:  # a limit of the analysis on some deeply nested file

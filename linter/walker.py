@@ -29,6 +29,8 @@ _FILL_METHODS = frozenset(
     }
 )
 _LOW_CONFIDENCE_WORDS = frozenset({"prompt", "system", "template", "instructions", "preamble"})
+#: `prompt_size`, `prompt_tokens`, `system_path`: a number or a name about a prompt, not its text.
+_MEASURES = frozenset({"size", "count", "len", "length", "tokens", "num", "id", "path", "file", "hash", "chars", "key"})
 _ORDER = frozenset({UnorderedIteration.code, UnseededShuffle.code, DirectoryOrder.code})
 
 OnSite = Callable[[sinks.Site], None]
@@ -159,7 +161,8 @@ class Walker:
             shape = with_change(shape, Change.PER_PROCESS)
             self.ev.module.constants[name] = shape
         scope.values[name] = shape
-        if set(names.words(name)) & _LOW_CONFIDENCE_WORDS and is_text_building(value):
+        words = names.words(name)
+        if set(words) & _LOW_CONFIDENCE_WORDS and words[-1] not in _MEASURES and is_text_building(value):
             self.on_site(
                 sinks.Site(
                     value, [sinks.Segment("system" if "system" in names.words(name) else None, shape)], "low", None

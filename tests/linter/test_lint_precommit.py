@@ -28,7 +28,7 @@ KV101 = """from datetime import datetime
 
 
 def build(question):
-    return [{"role": "system", "content": f"Now: {datetime.now()}. You are a meticulous support assistant. Answer in three sentences and cite the policy. Refunds follow section 4 of the returns policy, shipping questions follow section 7, and anything about accounts, billing or legal matters goes to a human agent with a one-line summary of the ticket."},
+    return [{"role": "system", "content": f"Now: {datetime.now()}. You are a meticulous support assistant. Answer in three sentences and cite the policy. Refunds follow section 4 of the returns policy, shipping questions follow section 7, and anything about accounts, billing or legal matters goes to a human agent with a one-line summary of the ticket. Keep every reply polite and never share internal notes."},
             {"role": "user", "content": question}]
 """
 
