@@ -30,7 +30,7 @@ from .request_fields import check_fields
 from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
 from .structured_output import constrain, constraint_of, precompile
-from .tool_calls import ToolPlan, tool_chat_full, tool_chat_stream, tool_parser_for
+from .tool_calls import ToolPlan, render_messages, tool_chat_full, tool_chat_stream, tool_parser_for
 from .worker import Output, WorkRequest
 
 router = APIRouter()
@@ -172,7 +172,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     _reject_unsupported(body)
     plan = ToolPlan.of(body.tools, body.tool_choice, body.parallel_tool_calls, tool_parser_for(state))
     messages = [_template_message(m) for m in body.messages]
-    text = state.worker.render_chat(messages, body.tools)
+    text = render_messages(state.worker, messages, body.tools)
     input_ids = state.worker.tokenize(text, add_special_tokens=False)
     tags = RequestTags.from_metadata(body.metadata)
     content_chars = sum(len(m["content"]) for m in messages)

@@ -277,3 +277,25 @@ def tool_chat_stream(
         yield sse(DONE)
 
     return render
+
+
+def render_messages(worker: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+    """The chat template applied to the messages, or a 400 when they do not fit it (an assistant
+    turn's `tool_calls` without a function name, say): a client's mistake, never a 500."""
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+                raise APIError(
+                    400,
+                    "each of an assistant message's tool_calls needs {'function': {'name': .., 'arguments': ..}}",
+                    param="messages",
+                )
+    try:
+        return worker.render_chat(messages, tools)
+    except Exception as exc:  # jinja2's TemplateError and whatever a template's filters raise
+        if isinstance(exc, APIError):
+            raise
+        raise APIError(
+            400, f"the chat template cannot render these messages: {type(exc).__name__}: {exc}", param="messages"
+        ) from None
