@@ -1,0 +1,153 @@
+"""A front gateway routing to two live `radixgate serve` workers: tenants stay apart through the
+router and straight at a worker, a foreign (plain OpenAI) worker is routed and counted, and a worker
+killed mid-run fails only its own streams, then rejoins."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from radixgate.gateway.server_process import ServerProcess
+
+pytestmark = pytest.mark.slow
+WORKER_KEY = "e2e-worker-key"
+DIRECT_KEY = "e2e-direct-key"  # a worker's own tenant key, for a client that goes around the router
+ADMIN = "e2e-admin"
+WORKER_ARGS = ["--worker-api-key", WORKER_KEY, "--api-key", DIRECT_KEY, "--enable-debug-endpoints"]
+WORKER_ARGS += ["--max-total-tokens", "16384"]
+ENV = {"RADIXGATE_NUM_THREADS": "1"}
+
+
+def _prompt(tag: str) -> str:
+    return f"<{tag}> " + " ".join(f"Clause {i} of the {tag} policy stays the same." for i in range(50))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    keys = tmp_path_factory.mktemp("router") / "keys.txt"
+    keys.write_text("key-a tenant-a\nkey-b tenant-b\n")
+    workers = [ServerProcess(WORKER_ARGS, env=ENV) for _ in range(2)]
+    front = None
+    try:
+        for w in workers:
+            w.__enter__()
+        front_args = ["--api-keys-file", str(keys), "--admin-api-key", ADMIN, "--worker-api-key", WORKER_KEY]
+        front_args += ["--worker", workers[0].base_url, "--worker", workers[1].base_url]
+        front = ServerProcess(front_args, env=ENV).__enter__()
+        yield {"front": front, "workers": workers}
+    finally:
+        for server in [front, *workers]:
+            if server is not None:
+                server.__exit__(None, None, None)
+
+
+def _complete(base_url: str, key: str | None, prompt: str, **extra) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    body = {"model": "tiny", "prompt": prompt, "max_tokens": 1, "temperature": 0, **extra}
+    return httpx.post(f"{base_url}/v1/completions", json=body, headers=headers, timeout=120)
+
+
+def _cached(base_url: str, key: str | None, prompt: str, **extra) -> int:
+    r = _complete(base_url, key, prompt, **extra)
+    assert r.status_code == 200, r.text
+    return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def _workers(front: ServerProcess) -> list[dict]:
+    r = httpx.get(f"{front.base_url}/workers", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
+    return r.json()["workers"]
+
+
+def test_tenants_stay_apart_through_the_router_and_at_a_worker(cluster: dict) -> None:
+    front, workers = cluster["front"].base_url, [w.base_url for w in cluster["workers"]]
+    prompt = _prompt("tenants")
+    assert _cached(front, "key-a", prompt + " 1") == 0
+    assert _cached(front, "key-a", prompt + " 2") > 300
+    assert _cached(front, "key-b", prompt + " 2") == 0  # zero served hits across tenants
+    assert _cached(front, "key-b", prompt + " 3") > 300
+    for url in workers:  # a client that goes straight to a worker and names tenant-a's salt
+        assert _complete(url, None, prompt).status_code == 401
+        r = httpx.post(
+            f"{url}/v1/completions",
+            json={"model": "tiny", "prompt": prompt, "max_tokens": 1},
+            headers={"Authorization": f"Bearer {DIRECT_KEY}", "X-Radixgate-Cache-Salt": "tenant:tenant-a"},
+            timeout=60,
+        )
+        assert r.status_code == 403
+        assert _cached(url, DIRECT_KEY, prompt + " 4", cache_salt="tenant:tenant-a") == 0  # a body salt is ignored
+    assert httpx.post(f"{front}/flush_cache", headers={"Authorization": "Bearer key-a"}).status_code == 200
+    assert _cached(front, "key-a", prompt + " 5") == 0
+    assert _cached(front, "key-b", prompt + " 5") > 300  # tenant-a's flush left tenant-b's tokens in place
+
+
+def test_a_foreign_worker_is_routed_and_counted(cluster: dict) -> None:
+    url = cluster["workers"][1].base_url
+    with ServerProcess(["--worker", f"openai+{url}", "--worker-api-key", WORKER_KEY], env=ENV) as front:
+        prompt = _prompt("foreign")
+        meta = {"metadata": {"prompt_template": "foreign-bot"}}
+        assert _cached(front.base_url, None, prompt + " 1", **meta) == 0
+        assert _cached(front.base_url, None, prompt + " 2", **meta) > 300  # the worker's own count, via usage
+        metrics = httpx.get(f"{front.base_url}/metrics").text
+        line = next(m for m in metrics.splitlines() if m.startswith("radixgate:worker_cached_tokens_total"))
+        assert "openai+" in line and float(line.split()[-1]) > 300
+        rows = httpx.get(f"{front.base_url}/v1/prompt_stats").json()["templates"]
+        row = next(r for r in rows if r["template"] == "foreign-bot")
+        assert row["requests"] == 2 and row["cached_tokens"] > 300
+
+
+def _stream(base_url: str, prompt: str, out: dict) -> None:
+    body = {"model": "tiny", "prompt": prompt, "max_tokens": 150, "ignore_eos": True, "stream": True}
+    events = out.setdefault("events", [])
+    try:
+        with httpx.stream(
+            "POST", f"{base_url}/v1/completions", json=body, headers={"Authorization": "Bearer key-a"}, timeout=120
+        ) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: {"):
+                    events.append(json.loads(line[6:]))
+    except httpx.HTTPError as exc:
+        out["transport_error"] = str(exc)
+
+
+def test_a_killed_worker_fails_only_its_streams_and_rejoins(cluster: dict) -> None:
+    front, victim, survivor = cluster["front"], cluster["workers"][0], cluster["workers"][1]
+    outs: list[dict] = [{} for _ in range(4)]
+    threads = [threading.Thread(target=_stream, args=(front.base_url, _prompt(f"fault{i}"), outs[i])) for i in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while not all(o.get("events") for o in outs):  # every stream has its first token
+        assert time.monotonic() < deadline, "streams did not start"
+        time.sleep(0.05)
+    in_flight = {w["url"]: w["in_flight"] for w in _workers(front)}
+    assert in_flight[victim.base_url] >= 1 and in_flight[survivor.base_url] >= 1, in_flight
+    victim.process.kill()
+    for t in threads:
+        t.join(timeout=90)
+        assert not t.is_alive(), "a stream hung after its worker died"
+    failed = [o for o in outs if any("error" in e for e in o["events"])]
+    finished = [
+        o for o in outs if any(c.get("finish_reason") == "length" for e in o["events"] for c in e.get("choices", []))
+    ]
+    assert len(failed) == in_flight[victim.base_url] and len(finished) == 4 - len(failed)
+    assert all("worker" in next(e for e in o["events"] if "error" in e)["error"]["message"] for o in failed)
+    for i in range(3):  # everything new goes to the survivor, without a hang
+        assert _complete(front.base_url, "key-a", _prompt(f"after{i}")).status_code == 200
+    r = httpx.get(f"{survivor.base_url}/debug/check_idle_invariant", headers={"Authorization": f"Bearer {WORKER_KEY}"})
+    assert r.status_code == 200, r.text  # nothing leaked on the survivor
+    port = urlparse(victim.base_url).port
+    with ServerProcess([*WORKER_ARGS, "--port", str(port)], env=ENV):
+        deadline = time.monotonic() + 30
+        while not next(w for w in _workers(front) if w["url"] == victim.base_url)["healthy"]:
+            assert time.monotonic() < deadline, "the restarted worker did not rejoin"
+            time.sleep(0.2)
+        before = next(w for w in _workers(front) if w["url"] == victim.base_url)["requests"]
+        for i in range(4):
+            assert _complete(front.base_url, "key-b", _prompt(f"rejoin{i}")).status_code == 200
+        assert next(w for w in _workers(front) if w["url"] == victim.base_url)["requests"] > before
