@@ -85,6 +85,8 @@ def test_sampling_params_take_one_grammar_and_no_ignore_eos() -> None:
         SamplingParams(regex="a", ebnf='root ::= "a"')
     with pytest.raises(ValueError, match="ignore_eos"):
         SamplingParams(regex="a", ignore_eos=True)
+    with pytest.raises(ValueError, match="min_new_tokens"):
+        SamplingParams(regex="a", min_new_tokens=2)
     assert SamplingParams(json_schema="{}").grammar_key == ("json_schema", "{}", False)
     assert SamplingParams(json_schema="{}", json_any_whitespace=True).grammar_key == ("json_schema", "{}", True)
 
