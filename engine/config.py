@@ -66,6 +66,9 @@ class EngineConfig:
     # Requests arriving together whose uncached prefixes share at least this many tokens are
     # admitted one at a time so the shared part is computed once (SGLang's in-batch prefix caching).
     in_batch_prefix_threshold: int = 32
+    # A prefill chunk and the running requests' decode tokens share one forward pass (SGLang's
+    # --enable-mixed-chunk), so a long prompt arriving does not stall the running streams.
+    enable_mixed_chunk: bool = False
 
     def __post_init__(self) -> None:
         if self.page_size not in PAGE_SIZES:
@@ -199,11 +202,8 @@ class SamplingParams:
         grammars = [k for k in ("json_schema", "regex", "ebnf") if getattr(self, k) is not None]
         if len(grammars) > 1:
             raise ValueError(f"give at most one of json_schema, regex and ebnf, got {' and '.join(grammars)}")
-        if grammars and (self.ignore_eos or self.min_new_tokens):
-            # the grammar's end allows only EOS, which these forbid: no token would be left to sample
-            raise ValueError(
-                f"{grammars[0]} ends the output where its grammar ends: drop ignore_eos and min_new_tokens"
-            )
+        if grammars and self.ignore_eos:
+            raise ValueError(f"{grammars[0]} ends the output where its grammar ends: drop ignore_eos")
 
     @property
     def grammar_key(self) -> tuple[str, str, bool] | None:

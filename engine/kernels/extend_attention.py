@@ -11,6 +11,7 @@ the block's causal limit. A query head reads the K/V of its KV head (GQA).
 import torch
 import torch.nn.functional as F
 
+from radixgate.engine.kernels.decode_attention import decode_attention_torch
 from radixgate.engine.kernels.triton_runtime import dot_operands, for_device, next_power_of_2, tl, triton
 
 
@@ -205,6 +206,17 @@ def extend_attention_torch(
     k_all = _dequantize(k_cache[kv_indices], k_scale, q.dtype)  # [total_kv, Hkv, D]
     v_all = _dequantize(v_cache[kv_indices], v_scale, q.dtype)
     reqs = [b for b in range(len(qo) - 1) if qo[b + 1] > qo[b]]
+    # one-token rows after a prefix (the decodes of a mixed batch): one batched decode-attention call
+    singles = [b for b in reqs if qo[b + 1] - qo[b] == 1 and kv[b + 1] - kv[b] > 1]
+    if len(singles) > 1:
+        rows = torch.tensor([qo[b] for b in singles], device=q.device)
+        lens = torch.tensor([kv[b + 1] - kv[b] for b in singles], device=q.device)
+        indptr = torch.zeros(len(singles) + 1, dtype=torch.int64, device=q.device)
+        indptr[1:] = lens.cumsum(0)
+        indices = torch.cat([kv_indices[kv[b] : kv[b + 1]] for b in singles])
+        out[rows] = decode_attention_torch(q[rows], k_cache, v_cache, indptr, indices, sm_scale, k_scale, v_scale)
+        done = set(singles)
+        reqs = [b for b in reqs if b not in done]
     # the new tokens among themselves, causal: [H, q_len, D] per request, with its log-sum-exp [H, q_len]
     for members in _similar_lengths(reqs, [qo[b + 1] - qo[b] for b in range(len(qo) - 1)]):
         q_len = max(qo[b + 1] - qo[b] for b in members)

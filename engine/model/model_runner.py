@@ -53,20 +53,20 @@ class ModelRunner:
             input_ids, positions = self._tensor(ids), self._tensor(pos)
             qo_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)
             qo_indptr[1:] = self._tensor(ext).cumsum(0)
-            self.num_prefill_tokens += len(ids)
+            self.num_prefill_tokens += sum(ext[: batch.num_prefills])  # not the decodes of a mixed batch
         out_slots = self.slot_table.table[rows.repeat_interleave(self._tensor(ext)), positions]
         sampled = [i for i, (r, s, e) in enumerate(zip(reqs, starts, ext, strict=False)) if s + e == r.num_tokens]
         sample_indices = qo_indptr[1:][sampled] - 1
         spans: list[PromptSpan] = []
         if not batch.is_decode:  # prompt logprobs: extra LM-head rows, after the sampled ones
             offsets = dict(zip(map(id, reqs), qo_indptr[:-1].tolist(), strict=True))
-            rows: list[int] = []
+            prompt_rows: list[int] = []
             for req, first, count in prompt_spans(reqs, starts, ext):
-                spans.append(PromptSpan(req, first, count, len(rows)))
+                spans.append(PromptSpan(req, first, count, len(prompt_rows)))
                 base = offsets[id(req)] - req.num_computed
-                rows += range(base + first, base + first + count)
-            if rows:
-                sample_indices = torch.cat([sample_indices, self._tensor(rows)])
+                prompt_rows += range(base + first, base + first + count)
+            if prompt_rows:
+                sample_indices = torch.cat([sample_indices, self._tensor(prompt_rows)])
         ctx = ForwardContext(self.backend, batch.is_decode, out_slots, qo_indptr, kv_indptr, kv_indices)
         if batch.is_decode and len(reqs) > 1 and self.backend.cascade_decode_attention is not None:
             ctx.cascade = plan_cascade([r.last_node for r in reqs], kv_lens.tolist(), table)

@@ -20,6 +20,13 @@ from .request import CACHE_TIERS, Req, ReqStatus
 class Batch:
     reqs: list[Req]
     is_decode: bool
+    # A prefill batch with mixed chunks on: this many running requests' decode tokens ride along,
+    # after the prefill requests (the last `num_decodes` of `reqs`, one new token each).
+    num_decodes: int = 0
+
+    @property
+    def num_prefills(self) -> int:
+        return 0 if self.is_decode else len(self.reqs) - self.num_decodes
 
 
 class Scheduler:
@@ -51,6 +58,8 @@ class Scheduler:
 
     def schedule(self) -> Batch | None:
         batch = self._prefill_batch()
+        if batch is not None and self.running and self.config.enable_mixed_chunk:
+            self._add_decodes(batch)
         if batch is None and self.running:
             batch = self._decode_batch()
         if batch is None and self.waiting:
@@ -154,6 +163,19 @@ class Scheduler:
             req.extend_len = 1
         return Batch(list(self.running), is_decode=True) if self.running else None
 
+    def _add_decodes(self, batch: Batch) -> None:
+        """Mixed chunk (SGLang's --enable-mixed-chunk): every running request decodes in the prefill's
+        forward pass, so a long prompt does not stall the streams. Skipped when the pool cannot give
+        each a slot without retracting; the next decode batch then sorts that out."""
+        cm = self.cache_manager
+        if not cm.ensure_free_pages(sum(cm.pages_needed(r, 1) for r in self.running)):
+            return
+        for req in self.running:
+            cm.allocate(req, 1)
+            req.extend_len = 1
+        batch.reqs += self.running
+        batch.num_decodes = len(self.running)
+
     def _retract(self, req: Req) -> None:
         """Out of pages: back to the front of the waiting queue; its KV goes to the cache."""
         self.cache_manager.release(req)
@@ -164,7 +186,7 @@ class Scheduler:
     # ---- after the forward pass ---------------------------------------------------------------
     def process_result(self, batch: Batch, next_ids: dict[int, int]) -> None:
         """next_ids maps id(req) -> sampled token for requests that reached their last token."""
-        for req in batch.reqs:
+        for i, req in enumerate(batch.reqs):
             req.num_computed += req.extend_len
             req.extend_len = 0
             token = next_ids.get(id(req))
@@ -172,8 +194,8 @@ class Scheduler:
                 req.output_ids.append(token)
                 req.times.setdefault("first_token", time.time())
                 self._check_finished(req)
-            if batch.is_decode or req.finish_reason is not None:
-                continue  # finished requests are removed by the engine after detokenizing
+            if i >= batch.num_prefills or req.finish_reason is not None:
+                continue  # decodes are running already; finished requests are removed by the engine
             self.cache_manager.cache_unfinished(req)
             if req is not self.chunked:
                 self.running.append(req)

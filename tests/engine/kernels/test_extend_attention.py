@@ -104,3 +104,15 @@ def test_cpu_flash_path_matches_masked_reference(group, dtype, kv_dtype, tol):
     ref = extend_attention_masked(*args)
     assert torch.isfinite(ref).all()
     assert max_rel_err(got, ref) <= tol
+
+
+def test_mixed_batch_of_one_token_rows_and_a_prefill_chunk():
+    """A mixed-chunk batch: a prefill chunk after its prefix, plus one-token decode rows (which take the
+    batched decode path), equals the masked reference."""
+    gen = torch.Generator().manual_seed(1)
+    kv_lens, q_lens = [40, 23, 9, 31, 2], [12, 1, 1, 1, 1]
+    batch = make_paged_batch(kv_lens, NUM_KV_HEADS, 32, 16, torch.float32, torch.device("cpu"), gen, scale=0.02)
+    q = torch.randn((sum(q_lens), NUM_KV_HEADS * 4, 32), generator=gen)
+    qo_indptr = torch.tensor([0] + torch.tensor(q_lens).cumsum(0).tolist(), dtype=torch.int64)
+    args = (q, batch.k_cache, batch.v_cache, qo_indptr, batch.kv_indptr, batch.kv_indices, 32**-0.5)
+    assert max_rel_err(extend_attention_torch(*args), extend_attention_masked(*args)) <= 1e-5
