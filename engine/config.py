@@ -202,8 +202,11 @@ class SamplingParams:
         grammars = [k for k in ("json_schema", "regex", "ebnf") if getattr(self, k) is not None]
         if len(grammars) > 1:
             raise ValueError(f"give at most one of json_schema, regex and ebnf, got {' and '.join(grammars)}")
-        if grammars and self.ignore_eos:
-            raise ValueError(f"{grammars[0]} ends the output where its grammar ends: drop ignore_eos")
+        if grammars and (self.ignore_eos or self.min_new_tokens):
+            # the grammar's end allows only EOS, which these forbid: no token would be left to sample
+            raise ValueError(
+                f"{grammars[0]} ends the output where its grammar ends: drop ignore_eos and min_new_tokens"
+            )
 
     @property
     def grammar_key(self) -> tuple[str, str, bool] | None:
