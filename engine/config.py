@@ -63,6 +63,10 @@ class EngineConfig:
     # The remote tier below the disk, shared by every worker: "redis", and its options as JSON.
     hicache_storage_backend: str | None = None
     hicache_storage_backend_extra_config: str | None = None
+    # KV events in vLLM's format (kvcache/kv_events.py): vLLM's --kv-events-config JSON, or
+    # enable_kv_events for a publisher and replay socket on free loopback ports.
+    kv_events_config: str | None = None
+    enable_kv_events: bool = False
     # Requests arriving together whose uncached prefixes share at least this many tokens are
     # admitted one at a time so the shared part is computed once (SGLang's in-batch prefix caching).
     in_batch_prefix_threshold: int = 32
@@ -101,6 +105,10 @@ class EngineConfig:
                 f"sizes the host tier by hicache_ratio), got {self.hicache_ratio}, "
                 f"{self.hicache_storage_size}, {self.hicache_size}"
             )
+        if self.kv_events_config is not None or self.enable_kv_events:
+            if self.disable_radix_cache:
+                raise ValueError("KV events describe the radix cache: drop disable_radix_cache to publish them")
+            self.kv_events()  # a malformed config fails here, saying what to fix
         if self.enable_hicache and self.disable_radix_cache:
             raise ValueError("enable_hicache needs the radix cache: drop disable_radix_cache")
         if self.hicache_storage_dir is not None and not self.enable_hicache:
@@ -142,6 +150,15 @@ class EngineConfig:
         if options["timeout_s"] == 0:
             raise ValueError("hicache_storage_backend_extra_config: timeout_s must be > 0")
         return options
+
+    def kv_events(self):  # -> KVEventsConfig | None
+        """The KV-events settings, or None when events are off."""
+        from .kvcache.kv_events import KVEventsConfig
+
+        if self.kv_events_config is not None:
+            config = KVEventsConfig.from_json(self.kv_events_config)
+            return config if config.enable_kv_cache_events and config.publisher == "zmq" else None
+        return KVEventsConfig.loopback() if self.enable_kv_events else None
 
     @property
     def torch_dtype(self):

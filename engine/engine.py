@@ -15,6 +15,7 @@ import torch
 from .bridge import AbortRequest, AddRequest, CallInLoop, Inbox, LoopThread, Message, Wake, asyncio_listener
 from .config import EngineConfig, SamplingParams, num_threads
 from .hicache.controller import build_hicache
+from .kvcache.kv_events import KVEventRecorder, ZmqEventPublisher
 from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable
 from .model.detokenizer import Detokenizer
@@ -63,6 +64,7 @@ class Engine:
         self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
+        self.kv_events = self._start_kv_events()
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
         self.penalties = Penalties(self.vocab_size, config.device)
         self.sampler = Sampler([apply_logit_bias, MinNewTokens(eos), self.penalties])
@@ -171,7 +173,17 @@ class Engine:
         for req in self.scheduler.forced_finished:
             self._finish(req)
         self.scheduler.forced_finished.clear()
+        if self.kv_events is not None:
+            self.kv_events.flush()  # this step's tree changes, as one event batch
         return batch is not None
+
+    def _start_kv_events(self) -> KVEventRecorder | None:
+        config = self.config.kv_events()
+        if config is None or self.cache_manager.radix_cache is None:
+            return None
+        recorder = KVEventRecorder(config.block_size, ZmqEventPublisher(config))
+        self.cache_manager.radix_cache.events = recorder
+        return recorder
 
     def _after_token(self, req: Req) -> None:
         if not req.tracks_text:
@@ -346,7 +358,27 @@ class Engine:
             "prefix_cache_hits_by_tier": dict(sched.hit_tokens_by_tier),
             **{f"cache_hit_tokens_{tier}": n for tier, n in sched.hit_tokens_by_tier.items()},
             "hicache_enabled": self.hicache is not None,
+            **self._kv_events_info(),
             **(self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}),
+        }
+
+    def _kv_events_info(self) -> dict[str, Any]:
+        """Where a router subscribes: /server_info advertises these."""
+        if self.kv_events is None or self.kv_events.publisher is None:
+            return {"kv_events": None}
+        pub = self.kv_events.publisher
+        return {
+            "kv_events": {
+                "endpoint": pub.endpoint,
+                "replay_endpoint": pub.replay_endpoint,
+                "topic": pub.topic,
+                "block_size": self.kv_events.block_size,
+                "next_seq": pub.next_seq,
+                "num_stored_blocks": self.kv_events.num_stored_blocks,
+                "num_removed_blocks": self.kv_events.num_removed_blocks,
+            },
+            "kv_events_block_size": self.kv_events.block_size,
+            "num_gpu_blocks": self.cache_manager.capacity // self.kv_events.block_size,
         }
 
     def flush_cache(self, cache_salt: str | None = None) -> bool:
@@ -386,3 +418,6 @@ class Engine:
             self._abort_now(rid)
         if self.hicache is not None:
             self.hicache.close()
+        if self.kv_events is not None:
+            self.kv_events.close()
+            self.kv_events = None

@@ -39,6 +39,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 _COMPARE_BLOCK = 64
 
@@ -110,6 +111,8 @@ class RadixCache:
         self._free_slots = free_slots
         self.demote: Callable[[TreeNode], bool] | None = None  # HiCache: True keeps an evicted node on host
         self.free_host_slots: Callable[[Sequence[int]], None] | None = None
+        # KV events (kv_events.KVEventRecorder): told which nodes enter and leave each tier
+        self.events: Any = None
         self.roots: dict[Hashable, TreeNode] = {}
         self.evictable_size = 0
         self.protected_size = 0
@@ -208,6 +211,8 @@ class RadixCache:
                 new.last_access = now
                 node.children[self._child_key(new.key)] = new
                 self.num_nodes += 1
+                if self.events is not None:
+                    self.events.stored(new)
                 self.evictable_size += end - pos
                 self._push(new)
                 return existing
@@ -219,6 +224,8 @@ class RadixCache:
                 assert child.lock_ref == 0, "a node off the device cannot be locked"
                 child.device_slots = tuple(slots[pos : pos + n])
                 self.evictable_size += n
+                if self.events is not None:
+                    self.events.stored(child)
             else:
                 assert existing == pos, "a device node below a host-only node"
                 existing = pos + n
@@ -285,6 +292,8 @@ class RadixCache:
             freed += len(node.key)
             self.evictable_size -= len(node.key)
             keep = self.demote is not None and self.demote(node)
+            if self.events is not None:
+                self.events.removed(node)
             self._free_slots(node.device_slots)
             node.device_slots = None
             if not keep:
@@ -312,8 +321,12 @@ class RadixCache:
         assert node.host_slots is None and len(host_slots) == len(node.key)
         node.host_slots = tuple(host_slots)
         self.host_size += len(host_slots)
+        if self.events is not None:
+            self.events.stored(node, "CPU")
 
-    def drop_host_slots(self, node: TreeNode) -> None:
+    def drop_host_slots(self, node: TreeNode, announce: bool = True) -> None:
+        if announce and self.events is not None:
+            self.events.removed(node, "CPU")
         self.free_host_slots(node.host_slots)
         self.host_size -= len(node.host_slots)
         node.host_slots = None
@@ -344,8 +357,10 @@ class RadixCache:
                 if node.device_slots is not None:
                     self._free_slots(node.device_slots)
                 if node.host_slots is not None:
-                    self.drop_host_slots(node)
+                    self.drop_host_slots(node, announce=False)
                 node.is_evicted = True
+        if self.events is not None:
+            self.events.cleared()
         self.roots.clear()
         self._heap.clear()
         self.evictable_size = self.protected_size = self.num_nodes = 0
@@ -366,6 +381,8 @@ class RadixCache:
             return False
         for node in nodes:
             if node.device_slots is not None:
+                if self.events is not None:
+                    self.events.removed(node)
                 self._free_slots(node.device_slots)
                 self.evictable_size -= len(node.key)
             if node.host_slots is not None:

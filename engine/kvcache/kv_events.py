@@ -1,0 +1,309 @@
+"""KV events in vLLM's wire format: which blocks of KV this engine stored and removed, per tier.
+
+Routers (radixgate's, llm-d's precise prefix-cache scorer, NVIDIA Dynamo's) subscribe to them to know
+exactly what each engine caches. The format is vLLM's (`vllm/distributed/kv_events.py`):
+
+- a ZMQ PUB socket sends multipart messages `(topic, sequence number as 8 bytes big-endian,
+  msgpack EventBatch)`; EventBatch is `{ts, events, data_parallel_rank}` and each event a tagged map
+  (`{"type": "BlockStored", ...}`, `BlockRemoved`, `AllBlocksCleared`);
+- a ROUTER socket answers a replay request (an 8-byte start sequence number) with every buffered
+  batch from that number on, `(sequence, payload)` each, then the end marker `(-1, b"")`.
+
+Blocks are `block_size` tokens (16 by default, independent of the engine's page size). A block's hash
+chains its parent's: sha256 over msgpack `[parent digest or None, token ids, extra keys]`, where the
+first block's extra keys carry the tenant's cache salt, so two tenants never share a hash. Events carry
+the last 8 bytes of the digest as an unsigned integer (vLLM's external block hash).
+
+Tiers are vLLM's `medium`: "GPU" for the device pool (on a CPU engine too), "CPU" for HiCache's host
+tier. A block demoted to host is a BlockRemoved on GPU and a BlockStored on CPU.
+
+Which blocks a tree change touches: device nodes form a top subtree, so along any path the device
+tokens are a prefix. A block belongs to the node holding its last token: a node covering path depths
+[a, b) that appears on a tier stores the blocks ending in (a, b]; leaving the tier removes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+log = logging.getLogger(__name__)
+
+MEDIUM_GPU = "GPU"
+MEDIUM_CPU = "CPU"
+END_SEQ = (-1).to_bytes(8, "big", signed=True)
+DEFAULT_BLOCK_SIZE = 16
+
+
+class EventBatch(msgspec.Struct, omit_defaults=True, gc=False):
+    ts: float
+    events: list[Any]
+    data_parallel_rank: int | None = None
+
+
+class KVCacheEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
+    """Base of the tagged events: encoded as a map with "type" naming the class."""
+
+
+class BlockStored(KVCacheEvent):
+    block_hashes: list[int]
+    parent_block_hash: int | None
+    token_ids: list[int]
+    block_size: int
+    lora_id: int | None
+    medium: str | None
+    lora_name: str | None
+    extra_keys: list[list[Any] | None] | None = None
+
+
+class BlockRemoved(KVCacheEvent):
+    block_hashes: list[int]
+    medium: str | None
+
+
+class AllBlocksCleared(KVCacheEvent):
+    pass
+
+
+# ---- block hashes ------------------------------------------------------------------------------
+def _digest(parent: bytes | None, tokens: Sequence[int], extra_keys: list[Any] | None) -> bytes:
+    return hashlib.sha256(msgspec.msgpack.encode([parent, list(tokens), extra_keys])).digest()
+
+
+def external_hash(digest: bytes) -> int:
+    return int.from_bytes(digest[-8:], "big")
+
+
+def first_block_extra_keys(cache_salt: Hashable) -> list[Any] | None:
+    return None if cache_salt is None else [str(cache_salt)]
+
+
+def block_hashes(token_ids: Sequence[int], cache_salt: Hashable, block_size: int) -> list[int]:
+    """The external hash of every full block of `token_ids` under a tenant's salt (what a router
+    computes for a request to look its prefix up in the engines' events)."""
+    out: list[int] = []
+    parent: bytes | None = None
+    for start in range(0, len(token_ids) - block_size + 1, block_size):
+        extra = first_block_extra_keys(cache_salt) if start == 0 else None
+        parent = _digest(parent, token_ids[start : start + block_size], extra)
+        out.append(external_hash(parent))
+    return out
+
+
+# ---- configuration -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KVEventsConfig:
+    """vLLM's `--kv-events-config` keys, plus `block_size`. An endpoint with `*` binds (port `*`: a
+    free one), any other connects (to a subscriber that binds, as llm-d's endpoint picker does)."""
+
+    enable_kv_cache_events: bool = False
+    publisher: str = "zmq"
+    endpoint: str = "tcp://*:5557"
+    replay_endpoint: str | None = None
+    topic: str = ""
+    buffer_steps: int = 10_000
+    hwm: int = 100_000
+    max_queue_size: int = 100_000
+    block_size: int = DEFAULT_BLOCK_SIZE
+
+    @classmethod
+    def from_json(cls, text: str) -> KVEventsConfig:
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"kv_events_config is not valid JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ValueError("kv_events_config must be a JSON object")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"kv_events_config: unknown keys {unknown}; known: {sorted(known)}")
+        config = cls(**raw)
+        if config.publisher not in ("zmq", "null"):
+            raise ValueError(f"kv_events_config publisher must be 'zmq' or 'null', got {config.publisher!r}")
+        if config.block_size < 1 or config.buffer_steps < 1:
+            raise ValueError("kv_events_config block_size and buffer_steps must be >= 1")
+        return config
+
+    @classmethod
+    def loopback(cls) -> KVEventsConfig:
+        """`--enable-kv-events`: publish and replay on free loopback ports."""
+        return cls(True, "zmq", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
+
+
+# ---- publisher ---------------------------------------------------------------------------------
+class ZmqEventPublisher:
+    """PUB socket plus a ROUTER replay socket, served by one thread; batches are buffered for replay."""
+
+    def __init__(self, config: KVEventsConfig, data_parallel_rank: int = 0) -> None:
+        import zmq
+
+        self._zmq = zmq
+        self._ctx = zmq.Context()
+        self._pub = self._ctx.socket(zmq.PUB)
+        self._pub.set_hwm(config.hwm)
+        self.endpoint = self._open(self._pub, config.endpoint)
+        self._replay = None
+        self.replay_endpoint: str | None = None
+        if config.replay_endpoint:
+            self._replay = self._ctx.socket(zmq.ROUTER)
+            self.replay_endpoint = self._open(self._replay, config.replay_endpoint)
+        self.topic = config.topic
+        self._topic = config.topic.encode()
+        self._rank = data_parallel_rank
+        self._queue: queue.Queue[EventBatch | None] = queue.Queue(maxsize=config.max_queue_size)
+        self._buffer: deque[tuple[int, bytes]] = deque(maxlen=config.buffer_steps)
+        self._encoder = msgspec.msgpack.Encoder()
+        self.next_seq = 0
+        self.num_dropped = 0
+        self._thread = threading.Thread(target=self._run, name="radixgate-kv-events", daemon=True)
+        self._thread.start()
+
+    def _open(self, sock: Any, endpoint: str) -> str:
+        """Binds an endpoint with a wildcard (a `*` port picks a free one), connects any other;
+        returns the address subscribers use."""
+        if "*" in endpoint or endpoint.startswith(("ipc://", "inproc://")):
+            host, _, port = endpoint.rpartition(":")
+            if port == "*" and host.startswith("tcp://") and host != "tcp://*":
+                return f"{host}:{sock.bind_to_random_port(host)}"
+            sock.bind(endpoint)
+            return str(sock.getsockopt_string(self._zmq.LAST_ENDPOINT))
+        sock.connect(endpoint)
+        return endpoint
+
+    def publish(self, events: list[KVCacheEvent]) -> None:
+        """Called on the engine loop: never blocks (a full queue drops the batch, counted)."""
+        try:
+            self._queue.put_nowait(EventBatch(time.time(), events, self._rank))
+        except queue.Full:
+            self.num_dropped += 1
+
+    def _run(self) -> None:
+        while True:
+            if self._replay is not None and self._replay.poll(0):
+                self._serve_replay()
+            try:
+                batch = self._queue.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if batch is None:
+                return
+            payload = self._encoder.encode(batch)
+            seq = self.next_seq
+            self._pub.send_multipart((self._topic, seq.to_bytes(8, "big"), payload))
+            self._buffer.append((seq, payload))
+            self.next_seq = seq + 1
+
+    def _serve_replay(self) -> None:
+        assert self._replay is not None
+        frames = self._replay.recv_multipart()
+        if len(frames) != 3:
+            log.warning("ignoring a malformed KV-event replay request (%d frames)", len(frames))
+            return
+        client, _, start = frames
+        start_seq = int.from_bytes(start, "big")
+        for seq, payload in list(self._buffer):
+            if seq >= start_seq:
+                self._replay.send_multipart((client, b"", seq.to_bytes(8, "big"), payload))
+        self._replay.send_multipart((client, b"", END_SEQ, b""))
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=2)
+        self._pub.close(linger=0)
+        if self._replay is not None:
+            self._replay.close(linger=0)
+        self._ctx.term()
+
+
+# ---- the tree's observer -----------------------------------------------------------------------
+class KVEventRecorder:
+    """Turns radix-tree changes into block events; the engine publishes them once per step.
+
+    Hooks (called by RadixCache and HiCache with the node that changed, before the change when it
+    removes): `stored(node, medium)`, `removed(node, medium)`, `cleared()`."""
+
+    def __init__(self, block_size: int, publisher: ZmqEventPublisher | None) -> None:
+        self.block_size = block_size
+        self.publisher = publisher
+        self.pending: list[KVCacheEvent] = []
+        self.num_stored_blocks = 0
+        self.num_removed_blocks = 0
+
+    def _blocks(self, node: Any) -> tuple[list[int], list[list[int]], int | None, bool]:
+        """The blocks whose last token lies in `node`: (hashes, their tokens, the parent hash of the
+        first, whether the first is the path's first block)."""
+        path, namespace = [], None
+        walk = node
+        while walk.parent is not None:
+            path.append(walk.key)
+            walk = walk.parent
+        namespace = walk.namespace
+        tokens = [t for key in reversed(path) for t in key]
+        end = len(tokens)
+        start = end - len(node.key)
+        bs = self.block_size
+        first = start // bs  # blocks with index >= first end after `start`...
+        last = end // bs  # ...and blocks with index < last end at or before `end`
+        hashes: list[int] = []
+        chunks: list[list[int]] = []
+        parent_digest: bytes | None = None
+        parent_hash: int | None = None
+        for k in range(last):
+            chunk = tokens[k * bs : (k + 1) * bs]
+            parent_digest = _digest(parent_digest, chunk, first_block_extra_keys(namespace) if k == 0 else None)
+            if k == first - 1:
+                parent_hash = external_hash(parent_digest)
+            if k >= first:
+                hashes.append(external_hash(parent_digest))
+                chunks.append(chunk)
+        return hashes, chunks, parent_hash, first == 0
+
+    def stored(self, node: Any, medium: str = MEDIUM_GPU) -> None:
+        hashes, chunks, parent, is_first = self._blocks(node)
+        if not hashes:
+            return
+        extra = [
+            first_block_extra_keys(self._namespace(node)) if is_first and i == 0 else None for i in range(len(hashes))
+        ]
+        self.pending.append(
+            BlockStored(hashes, parent, [t for c in chunks for t in c], self.block_size, None, medium, None, extra)
+        )
+        self.num_stored_blocks += len(hashes)
+
+    def removed(self, node: Any, medium: str = MEDIUM_GPU) -> None:
+        hashes = self._blocks(node)[0]
+        if hashes:
+            self.pending.append(BlockRemoved(hashes, medium))
+            self.num_removed_blocks += len(hashes)
+
+    def cleared(self) -> None:
+        self.pending.append(AllBlocksCleared())
+
+    @staticmethod
+    def _namespace(node: Any) -> Hashable:
+        while node.parent is not None:
+            node = node.parent
+        return node.namespace
+
+    def flush(self) -> None:
+        """Publishes what this step recorded as one batch."""
+        if self.pending:
+            if self.publisher is not None:
+                self.publisher.publish(self.pending)
+            self.pending = []
+
+    def close(self) -> None:
+        self.flush()
+        if self.publisher is not None:
+            self.publisher.close()
