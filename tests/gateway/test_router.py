@@ -208,3 +208,23 @@ def test_unsalted_workers_refuse_tenants_unless_allowed(worker: LocalWorker) -> 
     assert error.code == "no_worker_available" and "127.0.0.1:9" in error.message
     member = next(iter(lenient.members.values()))
     assert not member.is_healthy and member.num_retried_away == 1  # refused connection: out until a check passes
+
+
+def test_serve_flags_build_a_routing_config(tmp_path) -> None:
+    from radixgate.gateway.cli import build_parser, engine_config, gateway_config
+
+    (tmp_path / "workers.txt").write_text("# fleet\nhttp://10.0.0.2:30000\nopenai+http://10.0.0.3:8000  # vLLM\n")
+    (tmp_path / "keys.txt").write_text("ka tenant-a\nkops ops admin\n")
+    args = build_parser().parse_args(
+        ["--worker", "http://10.0.0.1:30000", "--workers-file", str(tmp_path / "workers.txt")]
+        + ["--api-keys-file", str(tmp_path / "keys.txt"), "--admin-api-key", "root", "--worker-api-key", "wk"]
+        + ["--router-policy", "least_load", "--allow-unsalted-workers", "--public-metrics"]
+    )
+    config = gateway_config(args, engine_config(args))
+    assert config.workers == ("http://10.0.0.1:30000", "http://10.0.0.2:30000", "openai+http://10.0.0.3:8000")
+    assert config.is_routed and config.router_policy == "least_load" and config.allow_unsalted_workers
+    assert config.admin_api_keys == {"kops", "root"} and config.api_keys == {"ka": "tenant-a", "kops": "ops"}
+    assert config.worker_api_key == "wk" and config.public_metrics
+    assert gateway_config(build_parser().parse_args(["--dp-size", "2"]), None).is_routed
+    with pytest.raises(ValueError, match="openai\\+http"):
+        gateway_config(build_parser().parse_args(["--worker", "10.0.0.1:30000"]), None)
