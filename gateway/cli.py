@@ -33,6 +33,8 @@ ENGINE_FLAGS = (
     "hicache_storage_dir",
     "hicache_storage_backend",
     "hicache_storage_backend_extra_config",
+    "kv_events_config",
+    "enable_kv_events",
 )
 
 
@@ -72,6 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--hicache-storage-backend-extra-config",
         default=None,
         help='JSON: {"url": "redis://127.0.0.1:6379/0", "key_prefix": ..., "ttl_s": ..., "timeout_s": ...}',
+    )
+    e.add_argument(
+        "--kv-events-config",
+        default=None,
+        help="vLLM's JSON: publish KV events (ZMQ) for routers, e.g. "
+        '\'{"enable_kv_cache_events": true, "publisher": "zmq", "endpoint": "tcp://*:5557", '
+        '"replay_endpoint": "tcp://*:5558", "topic": "kv", "block_size": 16}\'',
+    )
+    e.add_argument(
+        "--enable-kv-events",
+        action="store_true",
+        default=None,
+        help="publish KV events on free loopback ports (advertised in /server_info)",
     )
     g = p.add_argument_group("gateway")
     g.add_argument("--api-key", default=None, help="one key; its tenant is 'default'")

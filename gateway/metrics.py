@@ -98,6 +98,16 @@ class EngineCollector(Collector):
         yield self._gauge("vllm:num_requests_running", "Requests running (vLLM name).", running)
         yield self._gauge("vllm:kv_cache_usage_perc", "KV cache usage, 0..1 (vLLM name).", usage)
         yield self._gauge("vllm:gpu_cache_usage_perc", "KV cache usage, 0..1 (older vLLM name).", usage)
+        capacity = s.get("max_total_num_tokens")
+        if capacity:  # GIE and llm-d size their block indexes from this (KV-event blocks when events are on)
+            block_size = int(s.get("kv_events_block_size") or s.get("page_size") or 1)
+            info = GaugeMetricFamily(
+                "vllm:cache_config_info",
+                "KV cache configuration (vLLM name): block size in tokens and the pool in blocks.",
+                labels=["model_name", "block_size", "num_gpu_blocks"],
+            )
+            info.add_metric([self._model, str(block_size), str(int(capacity) // block_size)], 1.0)
+            yield info
 
     def _per_worker(self, workers: list[dict[str, Any]]) -> Iterable[Metric]:
         """A routing gateway's breakdown by worker (its responses' tokens, as the router saw them)."""
