@@ -31,7 +31,7 @@ from .settings import Settings
 from .shape import Kind
 from .sinks import Site
 from .violation import Violation
-from .walker import Walker
+from .walker import Walker, is_template_text
 
 #: Files without any of these words (lower-cased) cannot build a prompt promptlint recognizes.
 _TRIGGER_WORDS = (
@@ -145,6 +145,17 @@ def finish_walk(parsed: Parsed, walker: Walker) -> None:
             walker.body(fn.body, Scope(cls=cls, params=parameters(fn, (module.name, cls, fn.name))))
     walker.function = ""
     walker.finish()  # templates last: their placeholders may be filled anywhere in the module
+    if module.project is None:
+        template_constant_sites(module, walker.on_site)
+
+
+def template_constant_sites(module: Module, on_site: Callable[[Site], None]) -> None:
+    """Templates held in prompt-named constants, their placeholders filled as the code fills them
+    (low confidence: what sends them may not be visible)."""
+    ev = Evaluator(module)
+    ev.defining = True
+    for _name, node in module.template_constants:
+        on_site(Site(node, [sinks.Segment(None, ev.fill(node.value, node, [], {}))], "low", None))
 
 
 def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: tuple[str, str | None, str]) -> dict[str, ParamRef]:
@@ -269,6 +280,8 @@ def _collect_class(module: Module, cls: ast.ClassDef) -> None:
             module.attr_exprs[(cls.name, target.id)] = value
             if isinstance(value, ast.Constant) and isinstance(value.value, str):
                 module.attr_literals[(cls.name, target.id)] = (value.value, value)
+                if is_template_text(target.id, value.value):
+                    module.template_constants.append((target.id, value))
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(stmt):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:

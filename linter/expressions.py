@@ -47,6 +47,7 @@ class Evaluator:
         self.module = module
         self._expanding: set[int] = set()  # lists being expanded (`x.append(f(x))` is a loop)
         self._attr_busy: set[tuple[str, str]] = set()  # attributes being evaluated (no cycles)
+        self.defining = False  # reading a template constant where it is defined
 
     def list_shape(self, lst: ListValue, scope: Scope, sep: int) -> Shape:
         """The elements of a built-up list in order, or nothing when it contains itself."""
@@ -84,20 +85,23 @@ class Evaluator:
             left, right = self.literal(node.left, scope), self.literal(node.right, scope)
             if left is not None and right is not None:
                 return left[0] + right[0], node
-        if isinstance(node, ast.Call) and node.args and not node.keywords:
+        if isinstance(node, ast.Call) and not node.keywords:
             qual = self.module.qualname(node.func)
-            if qual in ("textwrap.dedent", "inspect.cleandoc") or (
-                isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS
-            ):
-                inner = node.args[0] if qual or not isinstance(node.func, ast.Attribute) else node.func.value
-                return self.literal(inner, scope)
+            if qual in ("textwrap.dedent", "inspect.cleandoc"):
+                return self.literal(node.args[0], scope) if node.args else None
+            if isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS:
+                return self.literal(node.func.value, scope)  # `"""...""".strip()`
         return None
 
     def placeholder(self, field_name: str, node: ast.AST) -> Shape:
         """The value a `{field}` of a template gets when the code that fills it is elsewhere."""
         key = field_name.split(".")[0].split("[")[0]
         shapes = self.module.fillings.get(key, [])
+        if not shapes and self.module.project is not None:
+            shapes = self.module.project.fillings.get(key, [])
         dynamic = [s for s in shapes if any(p.is_dynamic for p in s)]
+        if dynamic and self.defining:  # a template's own site: the filling call reports this value
+            return unknown(node, key)
         if dynamic:
             return tuple(p._replace(node=node, label=key) for p in derive(dynamic[0], node))
         flawed = [s for s in shapes if any(p.flaws for p in s)]
@@ -109,8 +113,10 @@ class Evaluator:
         if key in self.module.partial_names:  # bound once with a fixed value
             return unknown(node, key)
         named = self.by_name(key, node)
+        project = self.module.project
+        per_call = key in self.module.call_filled or (project is not None and key in project.call_filled)
         if named[0].kind is Kind.UNKNOWN and (
-            not shapes or any(isinstance(p.node, ParamRef) for s in shapes for p in s)
+            not shapes or per_call or any(isinstance(p.node, ParamRef) for s in shapes for p in s)
         ):
             # A template's input variable is filled per invocation unless the module binds it once.
             return value(Kind.TURN, Change.PER_SESSION, node, key)

@@ -21,7 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .checker import Parsed, ParseFailure, _functions, _hot_prefix, finish_walk, parameters, parse, start_walk
+from .checker import (
+    Parsed,
+    ParseFailure,
+    _functions,
+    _hot_prefix,
+    finish_walk,
+    parameters,
+    parse,
+    start_walk,
+    template_constant_sites,
+)
 from .expressions import Evaluator
 from .scope import Elsewhere, Module, ParamRef, Scope
 from .settings import Settings
@@ -89,6 +99,8 @@ class Project:
         self.calls: list[Call] = []
         self.lazy: dict[str, tuple[Path, str]] = {}  # modules without prompt words, parsed if imported
         self.quiet: list[tuple[Path, str, str]] = []  # reported files without prompt words
+        self.fillings: dict[str, list[Shape]] = {}  # placeholder fillings seen in any module
+        self.call_filled: set[str] = set()  # placeholders some function fills per call
 
     # -- building ------------------------------------------------------------------------
     def add(self, path: Path, parsed: Parsed, report: bool) -> None:
@@ -169,6 +181,8 @@ class Project:
         for _ in range(_ROUNDS):
             if not self.propagate():
                 break
+        for entry in self.entries:  # every module's fillings known now
+            template_constant_sites(entry.parsed.module, entry.sites.append)
 
     def mark_wrapper_calls(self) -> None:
         """Lines calling a possible wrapper (a function with parameters that may hold a sink) are

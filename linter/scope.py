@@ -47,6 +47,7 @@ class Module:
     # LangChain-style placeholder fillings seen anywhere in the module: name -> value shapes.
     fillings: dict[str, list[Shape]] = field(default_factory=dict)
     partial_names: set[str] = field(default_factory=set)
+    call_filled: set[str] = field(default_factory=set)  # placeholders filled inside a function
     is_random_seeded: bool = False
     returns: dict[str, Shape] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
@@ -63,6 +64,7 @@ class Module:
     # Names imported from other modules of the project: literal templates and constant shapes.
     imported_literals: dict[str, str] = field(default_factory=dict)
     imported_constants: dict[str, Shape] = field(default_factory=dict)
+    template_constants: list[tuple[str, ast.Constant]] = field(default_factory=list)  # module-level
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""

@@ -4,6 +4,7 @@ to date and hand every prompt-building call to `sinks.find_site`."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 
 from . import names, sinks
@@ -29,6 +30,8 @@ _FILL_METHODS = frozenset(
     }
 )
 _LOW_CONFIDENCE_WORDS = frozenset({"prompt", "system", "template", "instructions", "preamble"})
+_TEMPLATE_NAME_WORDS = _LOW_CONFIDENCE_WORDS | {"message", "instruction", "text"}
+_PLACEHOLDER = re.compile(r"(?<!\{)\{[A-Za-z_][A-Za-z0-9_]*\}(?!\})")
 #: `prompt_size`, `prompt_tokens`, `system_path`: a number or a name about a prompt, not its text.
 _MEASURES = frozenset({"size", "count", "len", "length", "tokens", "num", "id", "path", "file", "hash", "chars", "key"})
 _ORDER = frozenset({UnorderedIteration.code, UnseededShuffle.code, DirectoryOrder.code})
@@ -139,8 +142,13 @@ class Walker:
             return
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
             scope.literals[name], scope.literal_nodes[name] = value.value, value
+            if scope.is_module and is_template_text(name, value.value):
+                self.ev.module.template_constants.append((name, value))
         elif isinstance(value, ast.Call) and (found := self.ev.literal(value, scope)) is not None:
             scope.literals[name], scope.literal_nodes[name] = found
+            holder = found[1]
+            if scope.is_module and isinstance(holder, ast.Constant) and is_template_text(name, found[0]):
+                self.ev.module.template_constants.append((name, holder))
         elif found_literal is not None:
             scope.literals[name], scope.literal_nodes[name] = found_literal
         lst = self.ev.new_list(value, scope)
@@ -275,6 +283,12 @@ class Walker:
         for key, value in pairs:
             shape = self.ev.shape(value, scope, hint=key)
             module.fillings.setdefault(key, []).append(shape)
+            if module.project is not None:
+                module.project.fillings.setdefault(key, []).append(shape)
+            if not scope.is_module:  # filled on each call of a function, not once at import
+                module.call_filled.add(key)
+                if module.project is not None:
+                    module.project.call_filled.add(key)
             if method == "partial" and not any(p.is_dynamic for p in shape):
                 module.partial_names.add(key)
 
@@ -338,6 +352,13 @@ def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
     if isinstance(stmt, (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign)):
         return [stmt.value] if stmt.value is not None else []  # targets hold no calls to scan
     return [n for n in ast.iter_child_nodes(stmt) if isinstance(n, ast.expr)]
+
+
+def is_template_text(name: str, text: str) -> bool:
+    """A string with `{placeholders}` held by a prompt-named variable: a template defined here and
+    filled elsewhere (checked once every module's fillings are known)."""
+    words = names.words(name)
+    return bool(set(words) & _TEMPLATE_NAME_WORDS) and "{" in text and bool(_PLACEHOLDER.search(text))
 
 
 def is_text_building(node: ast.expr) -> bool:
