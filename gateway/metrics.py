@@ -122,6 +122,19 @@ class EngineCollector(Collector):
             ("radixgate:worker_failed_requests", "Requests the worker failed.", "failed", counter),
             ("radixgate:worker_prompt_tokens", "Prompt tokens served by the worker.", "prompt_tokens", counter),
             ("radixgate:worker_cached_tokens", "Prompt tokens it served from cache.", "cached_tokens", counter),
+            # Why a hit was missed: the router predicted `predicted` tokens on the chosen worker, the best
+            # worker held `best_available`, the engine served `cached`. predicted < best: a routing choice;
+            # served < predicted: a stale index; best == 0: the workload had no reuse.
+            (
+                "radixgate:worker_predicted_prefix_tokens",
+                "Prefix tokens the router predicted.",
+                "predicted_tokens",
+                counter,
+            ),
+            ("radixgate:worker_best_prefix_tokens", "Longest prefix any worker held.", "best_tokens", counter),
+            ("radixgate:worker_mispredicted_requests", "Predicted >= 1 block, served none.", "mispredicted", counter),
+            ("radixgate:worker_exact_routes", "Routes decided on the worker's KV events.", "exact_routes", counter),
+            ("radixgate:worker_kv_index_synced", "1 while the KV-event index is in sync.", "kv_index_synced", gauge),
         )
         for name, doc, key, kind in rows:
             family = kind(name, doc, labels=labels)

@@ -18,6 +18,7 @@ import itertools
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 POLICIES = ("round_robin", "least_load", "cache_aware")
 BLOCK_TOKENS = 16
@@ -82,6 +83,14 @@ class Candidate:
     index: PrefixIndex
     num_requests: int = 0  # in flight through this gateway
     num_tokens: int = 0  # of those: prompt tokens to prefill + tokens to decode
+    # The worker's exact cache from its KV events (kv_index.KVEventIndex), when it publishes them.
+    exact: Any = None
+
+    def matched_tokens(self, input_ids: Sequence[int], cache_salt: str | None, hashes: Sequence[int]) -> int:
+        """The prefix the worker holds: exact while its KV-event index is in sync, else the guess."""
+        if self.exact is not None and self.exact.is_synced:
+            return int(self.exact.match_tokens(input_ids, cache_salt))
+        return self.index.match(hashes) * BLOCK_TOKENS
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,8 @@ class Choice:
     worker_id: str
     matched_tokens: int  # the router's estimate of the prefix the worker holds
     cost_tokens: int  # expected tokens to prefill (for the request's own load accounting)
+    best_tokens: int = 0  # the longest prefix any candidate held (what the best choice would have hit)
+    is_exact: bool = False  # the estimate came from the worker's KV events
 
 
 @dataclass
@@ -116,7 +127,7 @@ class Router:
         """Pick one of `candidates` (non-empty) and record the prompt in its index."""
         assert candidates, "choose needs at least one candidate"
         hashes = block_hashes(input_ids, cache_salt, self.block_tokens)
-        matched = {c.worker_id: c.index.match(hashes) * self.block_tokens for c in candidates}
+        matched = {c.worker_id: c.matched_tokens(input_ids, cache_salt, hashes) for c in candidates}
         if self.policy == "round_robin":
             chosen = candidates[next(self._counter) % len(candidates)]
         elif self.policy == "least_load":
@@ -130,7 +141,10 @@ class Router:
             if len(self._hints) > self.max_hints:
                 self._hints.popitem(last=False)
         num_matched = matched[chosen.worker_id]
-        return Choice(chosen.worker_id, num_matched, max(0, len(input_ids) - num_matched))
+        is_exact = chosen.exact is not None and chosen.exact.is_synced
+        return Choice(
+            chosen.worker_id, num_matched, max(0, len(input_ids) - num_matched), max(matched.values()), is_exact
+        )
 
     def _cache_aware(
         self,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import APIError
+from .kv_index import KVEventIndex, reachable
 from .remote_worker import HTTPWorker, WorkerUnavailable, make_remote_worker, parse_worker_url
 from .router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
 from .worker import Delta, LocalWorker, WorkRequest, render_chat
@@ -62,6 +63,10 @@ class Member:
     num_retried_away: int = 0
     prompt_tokens: int = 0
     cached_tokens: int = 0
+    predicted_tokens: int = 0
+    best_tokens: int = 0
+    num_mispredicted: int = 0
+    num_exact_routes: int = 0
 
     @property
     def supports_salt(self) -> bool:
@@ -81,6 +86,12 @@ class Member:
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,
             "cache_hit_rate": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
+            "predicted_tokens": self.predicted_tokens,
+            "best_tokens": self.best_tokens,
+            "mispredicted": self.num_mispredicted,
+            "exact_routes": self.num_exact_routes,
+            "kv_index_synced": bool(self.candidate.exact is not None and self.candidate.exact.is_synced),
+            "kv_index_blocks": self.candidate.exact.num_blocks() if self.candidate.exact is not None else None,
             "indexed_tokens": len(self.candidate.index) * BLOCK_TOKENS,
             "max_total_num_tokens": self.engine_stats.get("max_total_num_tokens"),
             "last_error": self.last_error,
@@ -165,6 +176,8 @@ class WorkerPool:
     def _remove_if_drained(self, member: Member) -> None:
         if member.is_draining and member.candidate.num_requests == 0 and member.worker_id in self.members:
             del self.members[member.worker_id]
+            if member.candidate.exact is not None:
+                member.candidate.exact.close()
             self.router.forget_worker(member.worker_id)
             if isinstance(member.backend, HTTPWorker):
                 task = asyncio.get_running_loop().create_task(member.backend.aclose())
@@ -195,12 +208,31 @@ class WorkerPool:
         member.is_healthy, member.consecutive_failures = True, 0
         if stats:
             member.engine_stats = stats
+            self._follow_kv_events(member, stats.get("kv_events"))
             capacity = stats.get("max_total_num_tokens")
             if capacity:
                 member.candidate.index.capacity_blocks = max(1, int(capacity) // BLOCK_TOKENS)
             if stats.get("context_len"):
                 self._context_len = min(self._context_len or stats["context_len"], stats["context_len"])
         return True
+
+    def _follow_kv_events(self, member: Member, info: Any) -> None:
+        """Subscribes to a worker's KV events once it advertises them; a restarted worker (new
+        endpoints) gets a fresh index. The health check's sequence number keeps the index honest."""
+        exact = member.candidate.exact
+        if not isinstance(info, dict) or not info.get("endpoint"):
+            return
+        if exact is not None and exact.endpoint != reachable(info["endpoint"], member.url):
+            exact.close()
+            exact = member.candidate.exact = None
+        if exact is None:
+            try:
+                exact = member.candidate.exact = KVEventIndex(member.url, info)
+            except Exception as exc:  # events are an optimisation: route approximately without them
+                log.warning("cannot follow KV events of %s: %s", member.url, exc)
+                return
+        if "next_seq" in info:
+            exact.observe_worker_seq(int(info["next_seq"]))
 
     async def _health_loop(self) -> None:
         while True:
@@ -216,6 +248,9 @@ class WorkerPool:
             self._health_task.cancel()
             await asyncio.gather(self._health_task, return_exceptions=True)
         for member in self.members.values():
+            if member.candidate.exact is not None:
+                member.candidate.exact.close()
+                member.candidate.exact = None
             if isinstance(member.backend, HTTPWorker):
                 await member.backend.aclose()
 
@@ -248,6 +283,18 @@ class WorkerPool:
         vocab = len(self.tokenizer)
         if any(t >= vocab for t in request.input_ids):
             raise ValueError(f"token ids must be below the vocabulary size {vocab}")
+        # Remote workers are sent the basic sampling fields only: refuse rather than drop the rest.
+        not_forwarded = {
+            "logprobs": request.return_logprob,
+            "frequency_penalty": request.frequency_penalty != 0.0,
+            "presence_penalty": request.presence_penalty != 0.0,
+            "repetition_penalty": request.repetition_penalty != 1.0,
+            "logit_bias": bool(request.logit_bias),
+            "min_tokens": request.min_new_tokens > 0,
+        }
+        asked = [name for name, is_set in not_forwarded.items() if is_set]
+        if asked:
+            raise ValueError(f"{', '.join(asked)}: not forwarded to remote workers yet; serve with a local engine")
 
     def _eligible(self, request: WorkRequest, tried: set[str]) -> list[Member]:
         members = [
@@ -299,6 +346,11 @@ class WorkerPool:
                         if delta.output is not None:
                             member.prompt_tokens += delta.output.prompt_tokens
                             member.cached_tokens += delta.output.cached_tokens
+                            member.predicted_tokens += choice.matched_tokens
+                            member.best_tokens += choice.best_tokens
+                            member.num_exact_routes += choice.is_exact
+                            if choice.matched_tokens >= BLOCK_TOKENS and delta.output.cached_tokens == 0:
+                                member.num_mispredicted += 1
                         yield delta
                 member.consecutive_failures = 0
                 return

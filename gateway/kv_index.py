@@ -1,0 +1,173 @@
+"""The router's exact view of one worker's cache, kept from the worker's KV events.
+
+A `KVEventIndex` subscribes to the ZMQ endpoint the worker advertises in `/server_info`
+(`kv_events`), applies every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` to a set of block
+hashes per medium, and answers how many leading blocks of a request the worker holds on its device
+and in its other tiers. The request's blocks are hashed exactly as the engine hashes them (chained,
+the tenant's salt in the first block), so a prefix cached under another salt never matches.
+
+It stays exact by sequence numbers: a gap, or a health check reporting a newer sequence than the
+index has applied, asks the worker's replay socket for everything from the first missing number.
+While it is behind (`is_synced` False) the router falls back to its approximate index.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+import zmq
+
+from radixgate.engine.kvcache.kv_events import END_SEQ, MEDIUM_GPU, block_hashes
+
+log = logging.getLogger(__name__)
+# A block held in host memory or on disk is loaded, not recomputed: worth this share of a device hit.
+LOWER_TIER_CREDIT = 0.5
+STALE_AFTER_S = 1.0  # behind the worker's sequence this long (replay did not catch up): not synced
+
+
+def reachable(endpoint: str, worker_url: str) -> str:
+    """A published endpoint bound on a wildcard (`tcp://*:5557`, `tcp://0.0.0.0:…`) is reached at
+    the worker's host."""
+    scheme, _, rest = endpoint.partition("://")
+    host, _, port = rest.rpartition(":")
+    if host in ("*", "0.0.0.0", "[::]", "::"):
+        host = urlsplit(worker_url).hostname or "127.0.0.1"
+    return f"{scheme}://{host}:{port}"
+
+
+class KVEventIndex:
+    def __init__(self, worker_url: str, info: dict[str, Any]) -> None:
+        self.worker_url = worker_url
+        self.endpoint = reachable(info["endpoint"], worker_url)
+        self.replay_endpoint = reachable(info["replay_endpoint"], worker_url) if info.get("replay_endpoint") else None
+        self.topic = str(info.get("topic") or "")
+        self.block_size = int(info["block_size"])
+        self.blocks: dict[int, set[str]] = {}
+        self.last_seq = -1  # the last batch applied
+        self.num_batches = 0
+        self.num_replays = 0
+        self.num_gaps = 0
+        self._behind_since: float | None = None
+        self._lock = threading.Lock()
+        self._decoder = msgspec.msgpack.Decoder()
+        self._stop = threading.Event()
+        self._ctx = zmq.Context()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="radixgate-kv-index", daemon=True)
+        self._thread.start()
+        self._ready.wait(5)
+
+    # ---- what the router asks ----------------------------------------------------------------
+    def match_tokens(self, input_ids: Sequence[int], cache_salt: str | None) -> int:
+        """Tokens of the request's prefix the worker holds: device blocks, then lower tiers at partial credit."""
+        hashes = block_hashes(input_ids, cache_salt, self.block_size)
+        device = lower = 0
+        with self._lock:
+            for h in hashes:
+                media = self.blocks.get(h)
+                if not media:
+                    break
+                if MEDIUM_GPU in media and not lower:
+                    device += 1
+                else:
+                    lower += 1
+        return int((device + LOWER_TIER_CREDIT * lower) * self.block_size)
+
+    @property
+    def is_synced(self) -> bool:
+        return self._thread.is_alive() and self._behind_since is None
+
+    def observe_worker_seq(self, next_seq: int) -> None:
+        """A health check saw the worker at `next_seq`: if the index is behind, replay; if it stays
+        behind, it is stale until it catches up."""
+        if next_seq - 1 <= self.last_seq:
+            self._behind_since = None
+            return
+        now = time.monotonic()
+        if self._behind_since is None:
+            self._behind_since = now
+            self._want_replay = True
+        elif now - self._behind_since > STALE_AFTER_S:
+            log.debug("KV index of %s is behind (%d < %d)", self.worker_url, self.last_seq, next_seq - 1)
+            self._want_replay = True
+
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self._ctx.term()
+
+    # ---- the subscriber thread ---------------------------------------------------------------
+    _want_replay = True  # a fresh index replays from the start of the worker's buffer
+
+    def _run(self) -> None:
+        sub = self._ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode())
+        sub.connect(self.endpoint)
+        self._ready.set()
+        try:
+            while not self._stop.is_set():
+                if self._want_replay and self.replay_endpoint:
+                    self._want_replay = False
+                    self._replay(self.last_seq + 1)
+                if not sub.poll(50):
+                    continue
+                _, seq_bytes, payload = sub.recv_multipart()
+                seq = int.from_bytes(seq_bytes, "big")
+                if seq <= self.last_seq:
+                    continue
+                if seq != self.last_seq + 1:  # missed batches (or joined late): fetch them first
+                    self.num_gaps += 1
+                    if self.replay_endpoint and self._replay(self.last_seq + 1) and seq <= self.last_seq:
+                        continue
+                self._apply(seq, payload)
+        finally:
+            sub.close(linger=0)
+
+    def _replay(self, start_seq: int) -> bool:
+        """Applies the worker's buffered batches from `start_seq`; False when the worker did not answer."""
+        assert self.replay_endpoint is not None
+        dealer = self._ctx.socket(zmq.DEALER)
+        dealer.connect(self.replay_endpoint)
+        try:
+            dealer.send_multipart([b"", start_seq.to_bytes(8, "big")])
+            while dealer.poll(2000):
+                _, seq_bytes, payload = dealer.recv_multipart()
+                if seq_bytes == END_SEQ:
+                    self.num_replays += 1
+                    return True
+                seq = int.from_bytes(seq_bytes, "big")
+                if seq > self.last_seq:
+                    self._apply(seq, payload)
+            return False
+        finally:
+            dealer.close(linger=0)
+
+    def _apply(self, seq: int, payload: bytes) -> None:
+        batch = self._decoder.decode(payload)
+        with self._lock:
+            for event in batch.get("events", ()):
+                kind = event.get("type")
+                medium = event.get("medium") or MEDIUM_GPU
+                if kind == "BlockStored":
+                    for h in event["block_hashes"]:
+                        self.blocks.setdefault(h, set()).add(medium)
+                elif kind == "BlockRemoved":
+                    for h in event["block_hashes"]:
+                        media = self.blocks.get(h)
+                        if media is not None:
+                            media.discard(medium)
+                            if not media:
+                                del self.blocks[h]
+                elif kind == "AllBlocksCleared":
+                    self.blocks.clear()
+            self.last_seq = seq
+            self.num_batches += 1

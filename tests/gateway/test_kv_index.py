@@ -1,0 +1,81 @@
+"""The router's exact index follows a real engine's KV events: fresh within 100 ms on loopback,
+flushes and evictions reflected, tenants apart, and a restarted index back in sync through replay."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from radixgate.engine import Engine, EngineConfig, SamplingParams
+from radixgate.gateway.kv_index import KVEventIndex
+from radixgate.gateway.router import Candidate, PrefixIndex, Router
+
+PROMPT = list(range(500, 580))  # 5 blocks of 16
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    engine = Engine(EngineConfig(enable_kv_events=True, max_total_tokens=512))
+    yield engine
+    engine.check_idle_invariant()
+    engine.shutdown()
+
+
+def _until(predicate: Callable[[], bool], timeout_s: float) -> float:
+    """Seconds until `predicate` holds; fails after `timeout_s`."""
+    start = time.perf_counter()
+    while not predicate():
+        assert time.perf_counter() - start < timeout_s, f"not within {timeout_s * 1000:.0f} ms"
+        time.sleep(0.001)
+    return time.perf_counter() - start
+
+
+def _generate(engine: Engine, ids: list[int], salt: str | None = None) -> None:
+    engine.generate(input_ids=[ids], sampling=SamplingParams(max_new_tokens=1, temperature=0), cache_salt=salt)
+
+
+def test_index_tracks_stores_and_flushes_within_100_ms(engine: Engine) -> None:
+    index = KVEventIndex("http://127.0.0.1:1", engine.stats()["kv_events"])
+    try:
+        time.sleep(0.2)  # the subscription lands
+        _generate(engine, PROMPT, "tenant-a")
+        assert _until(lambda: index.match_tokens(PROMPT, "tenant-a") >= 64, 0.1) < 0.1
+        assert index.match_tokens(PROMPT, "tenant-b") == 0 and index.match_tokens(PROMPT, None) == 0
+        assert engine.flush_cache()
+        engine.step()
+        assert _until(lambda: index.match_tokens(PROMPT, "tenant-a") == 0, 0.1) < 0.1
+        assert index.is_synced
+    finally:
+        index.close()
+
+
+def test_a_restarted_index_catches_up_through_replay_and_sees_evictions(engine: Engine) -> None:
+    _generate(engine, PROMPT)
+    late = KVEventIndex("http://127.0.0.1:1", engine.stats()["kv_events"])  # joins after the events
+    try:
+        _until(lambda: late.match_tokens(PROMPT, None) >= 64, 2.0)
+        assert late.num_replays >= 1
+        for base in range(10_000, 14_000, 1000):  # other prompts push PROMPT out of the 512-token pool
+            _generate(engine, list(range(base, base + 150)))
+        _until(lambda: late.match_tokens(PROMPT, None) == 0, 2.0)
+        late.observe_worker_seq(engine.stats()["kv_events"]["next_seq"])
+        assert late.is_synced
+    finally:
+        late.close()
+
+
+def test_router_prefers_the_worker_whose_events_show_the_prefix(engine: Engine) -> None:
+    index = KVEventIndex("http://127.0.0.1:1", engine.stats()["kv_events"])
+    try:
+        time.sleep(0.2)
+        _generate(engine, PROMPT)
+        _until(lambda: index.match_tokens(PROMPT, None) >= 64, 1.0)
+        holder = Candidate("w-holder", PrefixIndex(1000), exact=index)
+        other = Candidate("w-other", PrefixIndex(1000))
+        choice = Router("cache_aware").choose([other, holder], PROMPT + [1, 2, 3], None)
+        assert choice.worker_id == "w-holder" and choice.is_exact and choice.matched_tokens >= 64
+        assert choice.best_tokens == choice.matched_tokens
+    finally:
+        index.close()
