@@ -124,14 +124,14 @@ def test_unbounded_outputs_validate_or_are_valid_prefixes(client: openai.OpenAI)
         return kind, reply.choices[0]
 
     finished = {"stop": 0, "length": 0}
-    for kind, choice in _parallel(ask, 8):
+    for kind, choice in _parallel(ask, 6):
         schema = cases[kind][0]
         finished[choice.finish_reason] += 1
         if choice.finish_reason == "stop":
             jsonschema.validate(json.loads(choice.message.content), schema)
         else:
             assert _is_prefix(schema, choice.message.content), choice.message.content
-    assert finished["stop"] + finished["length"] == 8
+    assert finished["stop"] + finished["length"] == 6
 
 
 def test_generate_regex_200_of_200(server: ServerProcess) -> None:
