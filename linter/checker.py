@@ -155,7 +155,7 @@ def template_constant_sites(module: Module, on_site: Callable[[Site], None]) -> 
     ev = Evaluator(module)
     ev.defining = True
     for _name, node in module.template_constants:
-        on_site(Site(node, [sinks.Segment(None, ev.fill(node.value, node, [], {}))], "low", None))
+        on_site(Site(node, [sinks.Segment(None, ev.fill(str(node.value), node, [], {}))], "low", None))
 
 
 def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: tuple[str, str | None, str]) -> dict[str, ParamRef]:
