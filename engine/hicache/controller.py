@@ -64,7 +64,7 @@ class HiCache:
         self.disk_io = disk_io
         self.remote_io = remote_io
         self.write_policy = write_policy
-        self.tree: RadixCache | None = None
+        self._tree: RadixCache | None = None
         self._heap: list[tuple[int, int, TreeNode]] = []  # host LRU, lazily invalidated
         self._seq = itertools.count()
         self.num_host_backup_tokens = 0
@@ -72,8 +72,14 @@ class HiCache:
         self.num_disk_loaded_tokens = 0
         self.num_remote_loaded_tokens = 0
 
+    @property
+    def tree(self) -> RadixCache:
+        """The radix cache this controller serves, set once by `attach`."""
+        assert self._tree is not None, "HiCache used before attach()"
+        return self._tree
+
     def attach(self, tree: RadixCache) -> None:
-        self.tree = tree
+        self._tree = tree
         tree.demote = self._demote
         tree.free_host_slots = self.host.free
 
@@ -149,6 +155,7 @@ class HiCache:
             if self.write_policy == "write_back":
                 self.write_disk(node)
             parent = node.parent
+            assert parent is not None  # roots are never pushed
             self.tree.remove_subtree(node)
             if self._is_host_evictable(parent) and parent.parent is not None:
                 self._push(parent)

@@ -194,11 +194,14 @@ def gather_kv(device: KVPool, host: HostPool, where: list[tuple[bool, int]]) -> 
 
 def path_slots(path: list[TreeNode]) -> list[tuple[bool, int]]:
     """(on device, slot) of every token along `path`, root first; device KV preferred over host."""
-    return [
-        (n.device_slots is not None, s)
-        for n in path
-        for s in (n.device_slots if n.device_slots is not None else n.host_slots)
-    ]
+    out: list[tuple[bool, int]] = []
+    for n in path:
+        if n.device_slots is not None:
+            out.extend((True, s) for s in n.device_slots)
+        else:
+            assert n.host_slots is not None, "a node on the path is on neither tier"
+            out.extend((False, s) for s in n.host_slots)
+    return out
 
 
 def kv_needs_calibration(pool: KVPool) -> bool:

@@ -6,6 +6,8 @@ through `KVPool.read` / `KVPool.write`. Pinned when the device is CUDA, so copie
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from ..kvcache.kv_pool import KVPool
@@ -44,7 +46,7 @@ class HostPool:
         assert num_tokens % self.page_size == 0, "host allocations are page-aligned"
         return self.allocator.slots_of(self.allocator.allocate(num_tokens // self.page_size))
 
-    def free(self, slots: list[int]) -> None:
+    def free(self, slots: Sequence[int]) -> None:
         self.allocator.free(self.allocator.pages_of(slots))
 
     def read(self, slots: list[int]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

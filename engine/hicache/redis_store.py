@@ -51,7 +51,7 @@ class RedisStore:
     def is_up(self) -> bool:
         return time.monotonic() >= self._down_until
 
-    def _call(self, fn):  # type: ignore[no-untyped-def]
+    def _call(self, fn):
         if not self.is_up:
             raise StoreUnavailable(f"{self.url}: down, retrying after {self.retry_interval_s}s")
         try:

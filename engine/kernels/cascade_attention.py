@@ -10,6 +10,7 @@ Hydragen). The result equals `decode_attention_torch` up to float rounding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -88,7 +89,8 @@ def plan_cascade(
     prefix_nodes[b] is request b's locked radix node (its cached prefix) or None; `depth` on a node
     counts tokens from the root, and a request's first `depth` slots are that path's slots.
     table_rows: [B, max_len] slot table rows of the batch. Returns None when nothing is shared."""
-    chains, counts = [], {}
+    chains: list[list] = []
+    counts: dict[int, int] = {}
     for node in prefix_nodes:
         chain = []
         while node is not None and node.parent is not None:
@@ -96,7 +98,8 @@ def plan_cascade(
             counts[id(node)] = counts.get(id(node), 0) + 1
             node = node.parent
         chains.append(chain)
-    starts, groups_by_node = [], {}
+    starts: list[int] = []
+    groups_by_node: dict[int, tuple[Any, list[int]]] = {}  # id -> (radix node, batch rows)
     for b, chain in enumerate(chains):
         shared = next((n for n in chain if counts[id(n)] >= 2 and n.depth >= min_shared), None)
         starts.append(shared.depth if shared is not None else 0)

@@ -250,6 +250,7 @@ def _attend_prefix(
     """q: [n, H, D] new tokens; k, v: [P, Hkv, D] the cached prefix, fully visible to every new token.
     Returns (o [H, n, D], lse [H, n]). The G query heads of a KV head go in as rows of one matrix,
     so the prefix is read once per KV head (no repeat for GQA)."""
+    assert _flash_cpu is not None  # callers check
     n, num_heads, head_dim = q.shape
     num_kv_heads = k.shape[1]
     qg = q.view(n, num_kv_heads, group, head_dim).permute(1, 2, 0, 3).reshape(1, num_kv_heads, group * n, head_dim)

@@ -110,9 +110,9 @@ def store_kv_triton(
         BLOCK_H=next_power_of_2(num_kv_heads),
         BLOCK_D=next_power_of_2(head_dim),
         IS_FP8=fp8,
-        MANTISSA_BITS=grid_info.mantissa_bits if fp8 else 0,
-        MIN_NORMAL_EXP=grid_info.min_normal_exp if fp8 else 0,
-        FP8_MAX=grid_info.max_value if fp8 else 0.0,
+        MANTISSA_BITS=grid_info.mantissa_bits if grid_info else 0,
+        MIN_NORMAL_EXP=grid_info.min_normal_exp if grid_info else 0,
+        FP8_MAX=grid_info.max_value if grid_info else 0.0,
     )
 
 

@@ -37,7 +37,7 @@ except ImportError:  # the kernel modules must still import; only launching need
         def jit(fn: Any = None, **_: Any) -> Any:
             return fn if fn is not None else (lambda f: f)
 
-    triton = tl = _MissingTriton()  # type: ignore[assignment]
+    triton = tl = _MissingTriton()
 
 
 def require_triton() -> None:

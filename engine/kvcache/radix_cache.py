@@ -83,7 +83,7 @@ class TreeNode:
         self.namespace: Hashable = None  # set on roots
         self.children: dict[Hashable, TreeNode] = {}
         self.parent = parent
-        self.depth = (parent.depth if parent is not None else 0) + len(key)  # tokens from the root
+        self.depth: int = (parent.depth if parent is not None else 0) + len(key)  # tokens from the root
         self.lock_ref = 0
         self.last_access = 0
         self.hit_count = 0
@@ -161,7 +161,8 @@ class RadixCache:
             if child.device_slots is not None:
                 m.device_slots.extend(child.device_slots)
                 m.node = child
-            else:
+            else:  # off the device, so on the host
+                assert child.host_slots is not None
                 m.host_slots.extend(child.host_slots)
                 m.host_node = child
             node, pos = child, pos + n
@@ -172,10 +173,12 @@ class RadixCache:
     def _split(self, child: TreeNode, n: int) -> TreeNode:
         """Cut `child` after n tokens; returns the new upper node (which keeps child's lock count)."""
         upper_slots = None if child.device_slots is None else child.device_slots[:n]
-        upper = TreeNode(child.key[:n], upper_slots, child.parent)  # depth: parent's + n
+        parent = child.parent
+        assert parent is not None, "a root is never split"
+        upper = TreeNode(child.key[:n], upper_slots, parent)  # depth: parent's + n
         upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
         upper.host_lock_ref = child.host_lock_ref
-        upper.parent.children[self._child_key(upper.key)] = upper
+        parent.children[self._child_key(upper.key)] = upper
         child.key, child.parent = child.key[n:], upper
         if child.device_slots is not None:
             child.device_slots = child.device_slots[n:]
@@ -305,6 +308,7 @@ class RadixCache:
 
     def remove_subtree(self, node: TreeNode) -> None:
         """Takes an off-device node out of the tree, with the host copies below it."""
+        assert node.parent is not None, "a root is never removed"
         del node.parent.children[self._child_key(node.key)]
         stack = [node]
         while stack:

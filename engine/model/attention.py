@@ -58,6 +58,7 @@ class AttentionBackend:
         k_scale, v_scale = pool.k_scales[layer_id], pool.v_scales[layer_id]
         self.store_kv(k_cache, v_cache, k, v, ctx.out_slots, k_scale, v_scale)
         if ctx.is_decode and ctx.cascade is not None:
+            assert self.cascade_decode_attention is not None, "a cascade plan on a backend without cascade decode"
             return self.cascade_decode_attention(q, k_cache, v_cache, ctx.cascade, sm_scale, k_scale, v_scale)
         if ctx.is_decode:
             return self.decode_attention(q, k_cache, v_cache, ctx.kv_indptr, ctx.kv_indices, sm_scale, k_scale, v_scale)

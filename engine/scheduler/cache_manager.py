@@ -18,6 +18,7 @@ if it had computed them (`num_computed` covers them), so the prefill skips them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..hicache.controller import HiCache
@@ -78,7 +79,7 @@ class CacheManager:
             assert self.radix_cache is not None, "HiCache needs the radix cache"
             hicache.attach(self.radix_cache)
 
-    def _free_slots(self, slots: list[int]) -> None:
+    def _free_slots(self, slots: Sequence[int]) -> None:
         self.allocator.free(self.allocator.pages_of(slots))
 
     # ---- accounting ---------------------------------------------------------------------------
@@ -126,6 +127,7 @@ class CacheManager:
 
     def unlock(self, hit: PrefixHit) -> None:
         if hit.node is not None:
+            assert self.radix_cache is not None  # a hit has a node only with the radix cache
             self.radix_cache.dec_lock_ref(hit.node)
         if self.hicache is not None:
             self.hicache.unlock_host(hit.host_node)
@@ -175,13 +177,14 @@ class CacheManager:
         req.own_pages += self.allocator.allocate(self.pages_needed(req, num_new_tokens))
         start = req.num_allocated - req.prefix_len
         slots = [req.own_pages[q // ps] * ps + q % ps for q in range(start, start + num_new_tokens)]
-        self.slot_table.write(req.pool_row, req.num_allocated, slots)
+        self.slot_table.write(req.table_row(), req.num_allocated, slots)
         req.num_allocated += num_new_tokens
 
     def _insert_computed(self, req: Req, aligned: int) -> int:
         """Inserts the request's first `aligned` tokens and their slots into the tree and frees the
         request's pages the tree already had (duplicate KV); returns how many tokens it had."""
-        slots = self.slot_table.read(req.pool_row, 0, aligned)
+        assert self.radix_cache is not None
+        slots = self.slot_table.read(req.table_row(), 0, aligned)
         existing = self.radix_cache.insert(req.fill_ids()[:aligned], slots, req.cache_salt, start=req.last_node)
         self.allocator.free(req.own_pages[: (existing - req.prefix_len) // self.page_size])
         return existing
@@ -199,7 +202,7 @@ class CacheManager:
         existing = self._insert_computed(req, aligned)
         tree_slots, node = self.radix_cache.match_prefix(key, req.cache_salt)
         assert len(tree_slots) == aligned, "a just-inserted prefix must match in full"
-        self.slot_table.write(req.pool_row, req.prefix_len, tree_slots[req.prefix_len : existing])
+        self.slot_table.write(req.table_row(), req.prefix_len, tree_slots[req.prefix_len : existing])
         self.radix_cache.inc_lock_ref(node)
         self.radix_cache.dec_lock_ref(req.last_node)
         req.own_pages = req.own_pages[(aligned - req.prefix_len) // ps :]
@@ -222,7 +225,7 @@ class CacheManager:
             self.radix_cache.dec_lock_ref(req.last_node)
         else:
             self.allocator.free(req.own_pages)
-        self.slot_table.free_row(req.pool_row)
+        self.slot_table.free_row(req.table_row())
         req.pool_row, req.last_node, req.own_pages = None, None, []
         req.prefix_len = req.num_allocated = req.num_computed = 0
 

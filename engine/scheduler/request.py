@@ -103,6 +103,11 @@ class Req:
         self.num_sent_tokens = 0
         self.num_sent_chars = 0
 
+    def table_row(self) -> int:
+        """The request's row in the slot table; it holds one from admission until its KV is released."""
+        assert self.pool_row is not None, f"request {self.rid} holds no slot-table row"
+        return self.pool_row
+
     def fill_ids(self) -> list[int]:
         """Every token whose KV this request needs: the prompt plus what was generated so far (a new list)."""
         return self.origin_input_ids + self.output_ids
