@@ -11,6 +11,8 @@ import pytest
 
 from radixgate.bench.hicache import main
 
+pytestmark = pytest.mark.slow  # runs the benchmark command
+
 
 def test_bench_prints_the_four_configurations(capsys):
     if shutil.which("redis-server") is None:
