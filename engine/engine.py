@@ -183,7 +183,7 @@ class Engine:
         config = self.config.kv_events()
         if config is None or self.cache_manager.radix_cache is None:
             return None
-        recorder = KVEventRecorder(config.block_size, ZmqEventPublisher(config))
+        recorder = KVEventRecorder(config.block_size, ZmqEventPublisher(config), config.hash_seed)
         self.cache_manager.radix_cache.events = recorder
         return recorder
 
@@ -377,6 +377,7 @@ class Engine:
                 "replay_endpoint": pub.replay_endpoint,
                 "topic": pub.topic,
                 "block_size": self.kv_events.block_size,
+                "hash_seed": self.kv_events.hash_seed,
                 "next_seq": pub.next_seq,
                 "num_stored_blocks": self.kv_events.num_stored_blocks,
                 "num_removed_blocks": self.kv_events.num_removed_blocks,

@@ -48,6 +48,7 @@ class KVEventIndex:
         self.replay_endpoint = reachable(info["replay_endpoint"], worker_url) if info.get("replay_endpoint") else None
         self.topic = str(info.get("topic") or "")
         self.block_size = int(info["block_size"])
+        self.hash_seed = str(info.get("hash_seed", "0"))
         self.blocks: dict[int, set[str]] = {}
         self.last_seq = -1  # the last batch applied
         self.num_batches = 0
@@ -66,7 +67,7 @@ class KVEventIndex:
     # ---- what the router asks ----------------------------------------------------------------
     def match_tokens(self, input_ids: Sequence[int], cache_salt: str | None) -> int:
         """Tokens of the request's prefix the worker holds: device blocks, then lower tiers at partial credit."""
-        hashes = block_hashes(input_ids, cache_salt, self.block_size)
+        hashes = block_hashes(input_ids, cache_salt, self.block_size, self.hash_seed)
         device = lower = 0
         with self._lock:
             for h in hashes:

@@ -9,10 +9,13 @@ exactly what each engine caches. The format is vLLM's (`vllm/distributed/kv_even
 - a ROUTER socket answers a replay request (an 8-byte start sequence number) with every buffered
   batch from that number on, `(sequence, payload)` each, then the end marker `(-1, b"")`.
 
-Blocks are `block_size` tokens (16 by default, independent of the engine's page size). A block's hash
-chains its parent's: sha256 over msgpack `[parent digest or None, token ids, extra keys]`, where the
-first block's extra keys carry the tenant's cache salt, so two tenants never share a hash. Events carry
-the last 8 bytes of the digest as an unsigned integer (vLLM's external block hash).
+Blocks are `block_size` tokens (16 by default, independent of the engine's page size). Block hashes
+are vLLM's `sha256_cbor` chain: sha256 over canonical CBOR of `(parent digest, token ids, extra
+keys)`, the first block's parent being sha256_cbor of the hash seed (`hash_seed`, vLLM's
+PYTHONHASHSEED, "0" by default) and its extra keys carrying the tenant's cache salt, so two tenants
+never share a hash. Events carry the digest's last 8 bytes as an unsigned integer (vLLM's integer
+block hashes), so llm-d's indexer, configured with the same block size and hash seed, computes the
+same keys from a request's tokens.
 
 Tiers are vLLM's `medium`: "GPU" for the device pool (on a CPU engine too), "CPU" for HiCache's host
 tier. A block demoted to host is a BlockRemoved on GPU and a BlockStored on CPU.
@@ -35,6 +38,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import cbor2
 import msgspec
 
 log = logging.getLogger(__name__)
@@ -63,7 +67,7 @@ class BlockStored(KVCacheEvent):
     lora_id: int | None
     medium: str | None
     lora_name: str | None
-    extra_keys: list[list[Any] | None] | None = None
+    extra_keys: list[tuple[Any, ...] | None] | None = None
 
 
 class BlockRemoved(KVCacheEvent):
@@ -76,23 +80,37 @@ class AllBlocksCleared(KVCacheEvent):
 
 
 # ---- block hashes ------------------------------------------------------------------------------
-def _digest(parent: bytes | None, tokens: Sequence[int], extra_keys: list[Any] | None) -> bytes:
-    return hashlib.sha256(msgspec.msgpack.encode([parent, list(tokens), extra_keys])).digest()
+def sha256_cbor(value: Any) -> bytes:
+    return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
+
+
+def root_digest(hash_seed: str) -> bytes:
+    """The parent of every first block (vLLM's NONE_HASH for a given PYTHONHASHSEED)."""
+    return sha256_cbor(hash_seed)
+
+
+def _digest(parent: bytes, tokens: Sequence[int], extra_keys: tuple[Any, ...] | None) -> bytes:
+    return sha256_cbor((parent, tuple(tokens), extra_keys))
 
 
 def external_hash(digest: bytes) -> int:
     return int.from_bytes(digest[-8:], "big")
 
 
-def first_block_extra_keys(cache_salt: Hashable) -> list[Any] | None:
-    return None if cache_salt is None else [str(cache_salt)]
+def first_block_extra_keys(cache_salt: Hashable) -> tuple[Any, ...] | None:
+    return None if cache_salt is None else (str(cache_salt),)
 
 
-def block_hashes(token_ids: Sequence[int], cache_salt: Hashable, block_size: int) -> list[int]:
+DEFAULT_HASH_SEED = "0"
+
+
+def block_hashes(
+    token_ids: Sequence[int], cache_salt: Hashable, block_size: int, hash_seed: str = DEFAULT_HASH_SEED
+) -> list[int]:
     """The external hash of every full block of `token_ids` under a tenant's salt (what a router
     computes for a request to look its prefix up in the engines' events)."""
     out: list[int] = []
-    parent: bytes | None = None
+    parent = root_digest(hash_seed)
     for start in range(0, len(token_ids) - block_size + 1, block_size):
         extra = first_block_extra_keys(cache_salt) if start == 0 else None
         parent = _digest(parent, token_ids[start : start + block_size], extra)
@@ -115,6 +133,7 @@ class KVEventsConfig:
     hwm: int = 100_000
     max_queue_size: int = 100_000
     block_size: int = DEFAULT_BLOCK_SIZE
+    hash_seed: str = DEFAULT_HASH_SEED
 
     @classmethod
     def from_json(cls, text: str) -> KVEventsConfig:
@@ -233,8 +252,12 @@ class KVEventRecorder:
     Hooks (called by RadixCache and HiCache with the node that changed, before the change when it
     removes): `stored(node, medium)`, `removed(node, medium)`, `cleared()`."""
 
-    def __init__(self, block_size: int, publisher: ZmqEventPublisher | None) -> None:
+    def __init__(
+        self, block_size: int, publisher: ZmqEventPublisher | None, hash_seed: str = DEFAULT_HASH_SEED
+    ) -> None:
         self.block_size = block_size
+        self.hash_seed = hash_seed
+        self._root = root_digest(hash_seed)
         self.publisher = publisher
         self.pending: list[KVCacheEvent] = []
         self.num_stored_blocks = 0
@@ -257,7 +280,7 @@ class KVEventRecorder:
         last = end // bs  # ...and blocks with index < last end at or before `end`
         hashes: list[int] = []
         chunks: list[list[int]] = []
-        parent_digest: bytes | None = None
+        parent_digest = self._root
         parent_hash: int | None = None
         for k in range(last):
             chunk = tokens[k * bs : (k + 1) * bs]

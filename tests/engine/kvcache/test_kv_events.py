@@ -5,8 +5,10 @@ medium}; AllBlocksCleared), decoded with plain msgpack: no radixgate code on the
 
 from __future__ import annotations
 
+import hashlib
 import time
 
+import cbor2
 import msgpack
 import pytest
 import zmq
@@ -69,6 +71,21 @@ def engine_and_sub(make_engine):
     sub.close()
 
 
+def vllm_int_hashes(tokens: list[int], salt: str | None, block_size: int = 16, seed: str = "0") -> list[int]:
+    """vLLM's chain as its kv_cache_utils computes it with sha256_cbor and PYTHONHASHSEED=seed, then
+    its integer form for events (the digest's low 64 bits)."""
+
+    def sha256_cbor(value: object) -> bytes:
+        return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
+
+    parent, out = sha256_cbor(seed), []
+    for i in range(len(tokens) // block_size):
+        extra = (salt,) if i == 0 and salt is not None else None
+        parent = sha256_cbor((parent, tuple(tokens[i * block_size : (i + 1) * block_size]), extra))
+        out.append(int.from_bytes(parent, "big") & ((1 << 64) - 1))
+    return out
+
+
 def _stored(events: list[dict]) -> list[dict]:
     return [e for e in events if e["type"] == "BlockStored"]
 
@@ -83,7 +100,7 @@ def test_stored_blocks_decode_with_vllms_fields_and_hashes_chain(engine_and_sub)
     first = stored[0]
     assert list(first)[: len(STORED_FIELDS)] == STORED_FIELDS
     assert first["medium"] == "GPU" and first["block_size"] == 16 and first["parent_block_hash"] is None
-    assert first["block_hashes"][:2] == block_hashes(prompt, None, 16)
+    assert first["block_hashes"][:2] == block_hashes(prompt, None, 16) == vllm_int_hashes(prompt, None)
     assert first["token_ids"][:32] == prompt[:32]
     batch = sub.batches[0][1]
     assert set(batch) >= {"ts", "events", "data_parallel_rank"}
@@ -118,5 +135,5 @@ def test_two_tenants_sending_one_prompt_get_disjoint_hashes(engine_and_sub) -> N
     stored = _stored(sub.poll(until=lambda ev: len(_stored(ev)) >= 2))
     a, b = ({h for e in stored[i : i + 1] for h in e["block_hashes"]} for i in (0, 1))
     assert a and b and not a & b
-    assert stored[0]["block_hashes"][:3] == block_hashes(prompt, "tenant-a", 16)
+    assert stored[0]["block_hashes"][:3] == vllm_int_hashes(prompt, "tenant-a")
     assert block_hashes(prompt, "tenant-a", 16) != block_hashes(prompt, "tenant-b", 16)
