@@ -65,6 +65,31 @@ def test_every_serve_flag_exists_and_parses() -> None:
                 assert arg.split("=", 1)[0] in known, f"{where}: `radixgate serve` has no flag {arg.split('=')[0]}"
         parsed = parser.parse_args([a.replace("$(", "").replace(")", "") for a in args])
         assert parsed.port == SERVE_PORT, f"{where}: listens on {parsed.port}, the server's default is {SERVE_PORT}"
+        if parsed.kv_events_config is not None:  # the engine must accept the JSON it will get
+            from radixgate.engine.kvcache.kv_events import KVEventsConfig
+
+            config = KVEventsConfig.from_json(parsed.kv_events_config)
+            assert config.enable_kv_cache_events and config.endpoint.endswith(":5557")
+            picker = _epp_kv_events()
+            assert picker["block_size"] == config.block_size and picker["hash_seed"] == config.hash_seed
+            assert config.topic.startswith(picker["topic_filter"])
+
+
+def _epp_kv_events() -> dict[str, Any]:
+    """What the endpoint picker's precise scorer expects of the events it receives."""
+    for _, doc in _documents():
+        if doc["kind"] == "ConfigMap":
+            for text in doc["data"].values():
+                for plugin in yaml.safe_load(text)["plugins"]:
+                    if plugin["type"] == "precise-prefix-cache-scorer":
+                        p = plugin["parameters"]
+                        tokens = p["indexerConfig"]["tokenProcessorConfig"]
+                        return {
+                            "block_size": tokens["blockSize"],
+                            "hash_seed": tokens["hashSeed"],
+                            "topic_filter": p["kvEventsConfig"]["topicFilter"],
+                        }
+    raise AssertionError("no precise-prefix-cache-scorer in deploy/k8s")
 
 
 def test_ports_probes_and_scrape_annotations_agree() -> None:
