@@ -13,10 +13,11 @@ Two deployments make one Serve application:
   front of a `WorkerPool`, so tenants, limits, metrics, `/v1/prompt_stats` and the dashboard cover
   every replica, and the cache-aware router picks the replica for each request.
 
-Ray restarts a replica whose process dies (or whose health check fails); the restarted replica comes
-back on a new address and announces it. The gateway drops a replica it has not heard from for
-`3 * heartbeat_s` and adds the new address with an empty prefix index: the router forgets what the
-dead replica cached and relearns the new one from the requests it routes.
+Replicas publish KV events (`kv_events=true`, the default): the router follows each replica's
+events and knows exactly which prefixes it holds. Ray restarts a replica whose process dies (or whose
+health check fails); the restarted replica comes back on a new address and announces it. The gateway
+drops a replica it has not heard from for `3 * heartbeat_s` and adds the new address with an empty
+index: the router forgets what the dead replica cached and learns the new one from its events.
 """
 
 from __future__ import annotations
@@ -62,14 +63,24 @@ class RadixgateArgs(BaseModel):
     worker_host: str | None = None
     heartbeat_s: float = Field(1.0, gt=0)
     health_check_interval_s: float = Field(1.0, gt=0)
+    # Replicas publish KV events (vLLM's format) on their node's address; the router follows them.
+    kv_events: bool = True
 
 
-def engine_config(args: RadixgateArgs) -> Any:
-    """The EngineConfig from `model_path` and the `radixgate serve` engine flags in `engine_args`."""
+def engine_config(args: RadixgateArgs, host: str = "127.0.0.1") -> Any:
+    """The EngineConfig from `model_path` and the `radixgate serve` engine flags in `engine_args`;
+    with `kv_events`, a publisher and replay socket on free ports of `host`."""
+    import dataclasses
+    import json
+
     from radixgate.gateway import cli
 
     flags = cli.build_parser().parse_args(["--model-path", args.model_path, *shlex.split(args.engine_args)])
-    return cli.engine_config(flags)
+    config = cli.engine_config(flags)
+    if args.kv_events and config.kv_events_config is None:
+        events = {"enable_kv_cache_events": True, "endpoint": f"tcp://{host}:*", "replay_endpoint": f"tcp://{host}:*"}
+        config = dataclasses.replace(config, kv_events_config=json.dumps(events))
+    return config
 
 
 @serve.deployment(name=ENGINE_REPLICA, health_check_period_s=2, health_check_timeout_s=30)
@@ -85,7 +96,7 @@ class EngineReplica:
         from radixgate.gateway.config import GatewayConfig
 
         host = args.worker_host or ray.util.get_node_ip_address()
-        config = GatewayConfig(host=host, port=0, engine=engine_config(args), worker_api_key=worker_api_key)
+        config = GatewayConfig(host=host, port=0, engine=engine_config(args, host), worker_api_key=worker_api_key)
         app = create_app(config)  # loads the model
         sock = listen_socket(host, 0)
         self.url = f"http://{host}:{sock.getsockname()[1]}"

@@ -43,10 +43,18 @@ def _ray_processes(temp_dir: Path) -> list[psutil.Process]:
 
 
 def _replica_pids() -> list[int]:
-    from ray.util.state import list_actors
-
-    actors = list_actors(filters=[("class_name", "=", "ServeReplica:radixgate:EngineReplica"), ("state", "=", "ALIVE")])
-    return [a.pid for a in actors]
+    """Live engine-replica processes (Ray names each worker process after its actor)."""
+    pids = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            title = " ".join(proc.info["cmdline"] or ())
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and title.startswith(
+                "ray::ServeReplica:radixgate:EngineReplica"
+            ):
+                pids.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return pids
 
 
 def _workers(base: str) -> list[dict]:
