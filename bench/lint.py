@@ -3,6 +3,7 @@
     python -m radixgate.bench.lint                 # a generated corpus of 100,000 lines
     python -m radixgate.bench.lint --lines 200000
     python -m radixgate.bench.lint --paths src/    # your own code
+    python -m radixgate.bench.lint --no-default-excludes --paths .venv/lib/python3.11/site-packages/transformers
 
 The generated corpus is LLM-application code: every module builds prompts (OpenAI, Anthropic,
 LangChain templates, RAG over files, few-shot lists, tools serialized to JSON), half of them in
@@ -17,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from radixgate.linter.cli import iter_files, lint_file, tune_gc
+from radixgate.linter.cli import iter_files, tune_gc
+from radixgate.linter.project import lint_paths
 from radixgate.linter.settings import Settings
 
 _HEADER = '''"""Module {n}: generated for promptlint's benchmark."""
@@ -126,17 +128,17 @@ def generate(folder: Path, target_lines: int) -> tuple[int, int]:
     return files, lines
 
 
-def bench(paths: list[str], repeat: int = 1) -> tuple[int, int, int, float, float]:
-    """Lint `paths` as `promptlint` does (best of `repeat` runs);
+def bench(paths: list[str], repeat: int = 1, default_excludes: bool = True) -> tuple[int, int, int, float, float]:
+    """Lint `paths` as `promptlint` does, as one project (best of `repeat` runs);
     (files, lines, findings, CPU seconds, wall seconds)."""
-    settings = Settings()
+    settings = Settings(default_excludes=default_excludes)
     files = list(iter_files(paths, settings, force_exclude=False))
     lines = sum(f.read_bytes().count(b"\n") for f in files)
     best_cpu = best_wall = float("inf")
     findings = 0
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
-        findings = sum(len(lint_file(f, settings, False, False)[0]) for f in files)
+        findings = len(lint_paths(paths, settings).violations)
         best_cpu = min(best_cpu, time.process_time() - cpu)
         best_wall = min(best_wall, time.perf_counter() - wall)
     return len(files), lines, findings, best_cpu, best_wall
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=100_000, help="size of the generated corpus")
     parser.add_argument("--paths", nargs="+", help="lint these instead of a generated corpus")
     parser.add_argument("--repeat", type=int, default=3, help="report the best of N runs")
+    parser.add_argument(
+        "--no-default-excludes", action="store_true", help="also lint venvs, site-packages and vendored packages"
+    )
     args = parser.parse_args(argv)
     tune_gc()
     with tempfile.TemporaryDirectory(prefix="promptlint_bench_") as tmp:
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             generate(Path(tmp), args.lines)
             paths = [tmp]
-        files, lines, findings, cpu, wall = bench(paths, args.repeat)
+        files, lines, findings, cpu, wall = bench(paths, args.repeat, not args.no_default_excludes)
     print(
         f"{files} files, {lines:,} lines, {findings:,} findings; best of {args.repeat}: "
         f"{cpu:.2f} s CPU, {wall:.2f} s wall, one core"
