@@ -23,6 +23,7 @@ is dropped at each outage, since a restarted store comes back empty.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -40,6 +41,7 @@ from .host_pool import HostPool
 from .storage_backend import StorageBackend, StoreUnavailable
 
 _MAX_KNOWN_KEYS = 1 << 16
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -121,7 +123,11 @@ class RemoteIO:
                 f.deadline = float("inf")  # given up on; counted once
                 self.num_fetch_timeouts += 1
             return None
-        if f.deadline == float("inf"):
+        if f.deadline == float("inf") or f.future.cancelled():
+            return None
+        if f.future.exception() is not None:  # a store fault costs the hit, never the engine loop
+            logger.warning("HiCache remote read failed: %r", f.future.exception())
+            f.deadline = float("inf")
             return None
         blocks = f.future.result()
         start = f.first_block * bs
