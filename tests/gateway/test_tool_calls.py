@@ -112,3 +112,19 @@ def test_gateway_answers_400_to_bad_history_schemas_and_mixed_constraints(client
         json={**base, "messages": [{"role": "user", "content": "x"}], "guided_choice": ["yes", "no"], "max_tokens": 8},
     ).json()["choices"][0]
     assert choice["message"]["content"] in ("yes", "no") and choice["finish_reason"] == "stop"
+
+
+def test_completions_and_generate_take_the_constraint_extras(client: TestClient) -> None:
+    text = client.post(
+        "/v1/completions",
+        json={"model": "tiny", "prompt": "Answer:", "max_tokens": 8, "structured_outputs": {"regex": "(yes|no)"}},
+    ).json()["choices"][0]["text"]
+    assert text in ("yes", "no")
+    out = client.post(
+        "/generate",
+        json={"text": "Pick:", "sampling_params": {"ebnf": 'root ::= "red" | "blue"', "max_new_tokens": 8}},
+    ).json()
+    assert out["text"] in ("red", "blue") and out["meta_info"]["finish_reason"]["type"] == "stop"
+    bad_schema = {"json_schema": "{not json", "max_new_tokens": 2}
+    bad = client.post("/generate", json={"text": "x", "sampling_params": bad_schema})
+    assert bad.status_code == 400 and "json_schema" in bad.json()["error"]["message"]
