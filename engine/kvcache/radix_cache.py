@@ -297,6 +297,7 @@ class RadixCache:
             keep = self.demote is not None and self.demote(node)
             if self.events is not None:
                 self.events.removed(node)
+            assert node.device_slots is not None and node.parent is not None  # a device leaf, not a root
             self._free_slots(node.device_slots)
             node.device_slots = None
             if not keep:
@@ -331,6 +332,7 @@ class RadixCache:
     def drop_host_slots(self, node: TreeNode, announce: bool = True) -> None:
         if announce and self.events is not None:
             self.events.removed(node, "CPU")
+        assert self.free_host_slots is not None and node.host_slots is not None
         self.free_host_slots(node.host_slots)
         self.host_size -= len(node.host_slots)
         node.host_slots = None
