@@ -1,5 +1,5 @@
 """Logprobs and echo on the OpenAI routes, the tokenizer endpoints, failed-request metrics and
-system_fingerprint (issue 18)."""
+system_fingerprint."""
 
 from __future__ import annotations
 

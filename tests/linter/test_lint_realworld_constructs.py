@@ -1,4 +1,4 @@
-"""Issue 19: the constructs real applications use that promptlint used to miss, one minimal snippet
+"""The constructs real applications use that promptlint used to miss, one minimal snippet
 each (written for these tests), and the precision cases that must stay clean."""
 
 from __future__ import annotations
