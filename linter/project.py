@@ -90,6 +90,7 @@ class Project:
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        self.entry_of: dict[int, Entry] = {}  # id(module) -> its entry
         self.modules: dict[str, list[Module]] = {}  # dotted name and each dotted suffix -> modules
         self.functions: dict[Key, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.owners: dict[Key, Module] = {}
@@ -107,6 +108,7 @@ class Project:
         module = parsed.module
         module.project = self
         self.entries.append(Entry(path, parsed, report))
+        self.entry_of[id(module)] = self.entries[-1]
         parts = module.name.split(".") if module.name else [path.stem]
         for i in range(len(parts)):
             self.modules.setdefault(".".join(parts[i:]), []).append(module)
@@ -219,7 +221,7 @@ class Project:
         targets = self.targets(ev.module, func, scope)
         if not targets:
             return
-        entry = next(e for e in self.entries if e.parsed.module is ev.module)
+        entry = self.entry_of[id(ev.module)]
         args = [ev.shape(a, scope) for a in node.args if not isinstance(a, ast.Starred)]
         kwargs = {kw.arg: ev.shape(kw.value, scope) for kw in node.keywords if kw.arg}
         templates: dict[int | str, Shape] = {}
