@@ -49,7 +49,9 @@ class Recorder:
         self.messages: list[list[dict[str, Any]]] = []
         self.usage: list[dict[str, Any]] = []
         self.client = httpx.Client(
-            timeout=120, event_hooks={"request": [self._on_request], "response": [self._on_response]}
+            timeout=120,
+            transport=httpx.HTTPTransport(retries=3),  # reconnects on a refused or reset connection
+            event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
 
     def _on_request(self, request: httpx.Request) -> None:
