@@ -255,6 +255,18 @@ def run_policy(
         sent, results, wall = asyncio.run(drive(front.base_url, sessions, args.concurrency, args.max_tokens, tokenizer))
         sampler.stop.set()
         sampler.join()
+    return summarize(policy, sent, results, wall, sampler, capacity)
+
+
+def summarize(
+    policy: str,
+    sent: list[tuple[str, list[int]]],
+    results: list[tuple[float | None, int, int, str | None]],
+    wall: float,
+    sampler: InflightSampler,
+    capacity: int,
+) -> PolicyResult:
+    """One run's figures: served hit rate, the ideal for the same requests, req/s, TTFT, balance."""
     ok = [r for r in results if r[3] is None]
     prompt = sum(r[1] for r in ok)
     cached = sum(r[2] for r in ok)
@@ -312,6 +324,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--skew", action="store_true", help="one template takes half the sessions")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="also print the results as JSON")
+    p.add_argument(
+        "--kv-events",
+        choices=["off", "on", "both"],
+        default="off",
+        help="workers publish KV events (the router is exact); both: also run cache_aware with events",
+    )
     return p
 
 
@@ -325,7 +343,6 @@ def main(argv: list[str] | None = None) -> int:
     all_requests = [(TENANT_KEYS[s.tenant_key], prompt_ids(tokenizer, m)) for s in sessions for m in s.turns]
     _, working_set = ideal_hit_rate(all_requests, None)
     pool = int(args.pool_fraction * working_set)
-    capacity = pool * args.workers
     print(
         f"workload: {len(all_requests)} requests in {len(sessions)} sessions, {args.num_templates} templates of "
         f"~{args.template_tokens} tokens, 2 tenants, working set {working_set} tokens; {args.workers} workers with "
@@ -333,13 +350,37 @@ def main(argv: list[str] | None = None) -> int:
         + (", skewed" if args.skew else ""),
         flush=True,
     )
+    try:
+        args.events = args.kv_events == "on"
+        results = run_local(args, sessions, tokenizer, pool, policies)
+        if args.kv_events == "both":  # the same run once more, the router exact from the workers' events
+            args.events = True
+            exact = run_local(args, sessions, tokenizer, pool, ["cache_aware"])[0]
+            exact.policy = "cache_aware+events"
+            results.append(exact)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print_table(results, f"{args.workers} workers{' (skew)' if args.skew else ''}")
+    if args.json:
+        print(json.dumps([r.__dict__ | {"vs_ideal": r.vs_ideal} for r in results], indent=1))
+    return 0
+
+
+def run_local(
+    args: argparse.Namespace, sessions: list[Session], tokenizer: Any, pool: int, policies: list[str]
+) -> list[PolicyResult]:
+    """Each policy in turn over `args.workers` local workers with `pool`-token KV pools."""
     import tempfile
 
+    capacity = pool * args.workers
     with tempfile.TemporaryDirectory() as tmpdir:
         args.tmpdir = tmpdir
         with open(os.path.join(tmpdir, "keys.txt"), "w") as f:
             f.writelines(f"{key} {tenant}\n" for key, tenant in TENANT_KEYS.items())
         worker_args = ["--max-total-tokens", str(pool), "--worker-api-key", WORKER_KEY, "--enable-debug-endpoints"]
+        if getattr(args, "events", False):
+            worker_args.append("--enable-kv-events")
         env = {"RADIXGATE_NUM_THREADS": "1"}
         servers = [ServerProcess(worker_args, env=env) for _ in range(args.workers)]
         try:
@@ -357,15 +398,11 @@ def main(argv: list[str] | None = None) -> int:
             for url in urls:
                 r = httpx.get(f"{url}/debug/check_idle_invariant", headers={"Authorization": f"Bearer {WORKER_KEY}"})
                 if r.status_code != 200:
-                    print(f"idle invariant failed on {url}: {r.text}", file=sys.stderr)
-                    return 1
+                    raise RuntimeError(f"idle invariant failed on {url}: {r.text}")
         finally:
             for server in servers:
                 server.__exit__(None, None, None)
-    print_table(results, f"{args.workers} workers{' (skew)' if args.skew else ''}")
-    if args.json:
-        print(json.dumps([r.__dict__ | {"vs_ideal": r.vs_ideal} for r in results], indent=1))
-    return 0
+    return results
 
 
 if __name__ == "__main__":

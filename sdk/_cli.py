@@ -15,6 +15,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "roofline"): ("radixgate.bench.roofline", "prefill and decode as a fraction of this machine's roofline"),
     ("bench", "mixed-chunk"): ("radixgate.bench.mixed_chunk", "stream latency as long prompts arrive, mixed or not"),
     ("bench", "router"): ("radixgate.bench.router", "routing policies over local workers: hit rate vs ideal, req/s"),
+    ("bench", "ray"): ("radixgate.bench.ray", "the router workload on Ray Serve replicas beside local workers"),
     ("bench", "field-table"): ("radixgate.bench.field_table", "write docs/gateway.md's request-field table"),
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
     ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
