@@ -51,7 +51,11 @@ class DynamicBeforeStatic(Rule):
     """## What it does
     Finds a value that changes between requests (a timestamp, a user id, a random number, the
     question) placed before static text of the same prompt, or a value that changes on every
-    request placed before the conversation history.
+    request placed before the conversation history. Only when the static text pushed out of the
+    prefix is worth caching: at least `min-lost-tokens` cl100k tokens (default 64, about a
+    paragraph; a label such as "Answer:" is not). Severity is one step lower when fewer than four
+    times that many tokens are lost. The prompt is followed across functions, classes and modules
+    of the files linted, and through the project's own wrappers around a client.
 
     ## Why is this bad?
     Prefix caches (radixgate's radix cache, vLLM, SGLang, OpenAI and Anthropic prompt caching)
@@ -105,8 +109,10 @@ class DynamicInSystemPrompt(Rule):
 
 class TurnBeforeDocuments(Rule):
     """## What it does
-    Finds the question or other per-turn content placed before shared documents (RAG context,
-    files), and dynamic values placed before documents.
+    Finds the question or other per-turn content placed before shared documents, and dynamic
+    values placed before them. A document is shared when it is the same across requests: read
+    from a file, a module constant, a cached value. Per-query retrieval (`similarity_search(query)`,
+    a retriever's output) and documents known only by a name such as `context` are not.
 
     ## Why is this bad?
     Documents are reused across many requests; the question changes every time. With the
