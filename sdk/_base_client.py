@@ -124,6 +124,8 @@ def build_body(
             body["stream_options"] = {"include_usage": True}
     if options.send_metadata:
         body["metadata"] = request_metadata(prompt, source, metadata)
+    if isinstance(prompt, Prompt):  # OpenAI's cache-routing key, also the router's hint in radixgate's gateway
+        body["prompt_cache_key"] = prompt.prompt_cache_key
     if extra_body:
         body.update(extra_body)
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

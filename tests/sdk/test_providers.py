@@ -3,10 +3,12 @@ request types, breakpoints within the limits) and OpenAI's prompt_cache_key. No 
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 import radixgate as rg
@@ -115,3 +117,21 @@ def test_openai_prompt_cache_key_is_the_static_hash_shared_across_tails():
     assert other.prompt_cache_key != one.prompt_cache_key
     with pytest.warns(rg.ShortStaticPrefixWarning, match="1024"):
         rg.openai_cache_hints(rg.Prompt(rg.system("Be brief."), rg.user("Hi"), template="short"))
+
+
+def test_client_sends_the_prompt_cache_key_for_prompts_only():
+    bodies: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+        choice = {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        return httpx.Response(200, json={"id": "c", "created": 0, "model": "m", "choices": [choice], "usage": usage})
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    with rg.Client(base_url="http://radixgate.test/v1", http_client=http, model="m", send_metadata=False) as client:
+        prompt = rg.Prompt(rg.system("Be brief."), rg.user("Hi"), template="t")
+        client.chat(prompt)
+        client.chat([{"role": "user", "content": "Hi"}])
+    assert bodies[0]["prompt_cache_key"] == prompt.static_prefix_hash and "metadata" not in bodies[0]
+    assert "prompt_cache_key" not in bodies[1]
