@@ -121,7 +121,12 @@ def score(name: str, repos: list[str], files: int, findings: list[dict], labels:
             tp += 1
         else:
             fp += 1
-    breakers = [lab for lab in labels if lab["verdict"] == "breaker" and lab.get("recall", True)]
+    # Recall only over sites labelled before the change (findings then, and sampled unflagged sites).
+    breakers = [
+        lab
+        for lab in labels
+        if lab["verdict"] == "breaker" and lab.get("kind") in ("site", "finding") and lab.get("recall", True)
+    ]
     caught = sum(1 for lab in breakers if id(lab) in hit)
     row = Row(name, len(repos), files, len(findings), tp, fp, len(unlabeled), len(breakers), caught)
     return row, unlabeled
