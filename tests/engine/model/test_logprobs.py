@@ -82,7 +82,7 @@ def test_reported_logprobs_are_raw_whatever_the_processors_do(checkpoints, hf_mo
     assert plain.output_token_logprobs is None
 
 
-def test_logprob_start_len_past_the_prompt_is_refused(make_engine):
-    engine = make_engine()
+def test_logprob_start_len_past_the_prompt_is_refused(checkpoints, make_engine):
+    engine = make_engine(model_path=checkpoints["llama3_gqa"])
     with pytest.raises(ValueError, match="logprob_start_len"):
         engine.generate(input_ids=[[1, 2, 3]], sampling=SamplingParams(return_logprob=True, logprob_start_len=3))
