@@ -93,6 +93,8 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
 
 
 def _prompts(state: AppState, body: GenerateRequest) -> list[tuple[str | None, list[int]]]:
+    if body.text == [] or body.input_ids == [] or body.input_ids == [[]]:
+        raise APIError(400, "the prompt is empty: send text or at least one token id", param="input_ids")
     if body.text is not None:
         texts = [body.text] if isinstance(body.text, str) else body.text
         return [(t, state.worker.tokenize(t)) for t in texts]
