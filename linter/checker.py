@@ -282,7 +282,9 @@ def _collect_class(module: Module, cls: ast.ClassDef) -> None:
                 module.attr_literals[(cls.name, target.id)] = (value.value, value)
                 if is_template_text(target.id, value.value):
                     module.template_constants.append((target.id, value))
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            stmt.name == "__init__" or module.is_hot(stmt.lineno, stmt.end_lineno or stmt.lineno)
+        ):
             for node in ast.walk(stmt):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1:
                     t = node.targets[0]
