@@ -20,7 +20,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import APIError
@@ -169,7 +169,6 @@ class ToolStream:
     text: str = ""
     num_sent: int = 0  # characters of `text` already sent as content
     call_id: str | None = None
-    pending: list[Delta] = field(default_factory=list)
 
     def feed(self, piece: str) -> list[Delta]:
         self.text += piece
