@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .auth import SALT_HEADER, TENANT_HEADER, WORKER_ROLE, Authenticator, Identity, Tenant
-from .errors import APIError
+from .errors import COUNTED_ENDPOINTS, APIError
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -24,7 +24,13 @@ PUBLIC_PATHS = frozenset({"/health", "/dashboard"})
 ADMIN_PATHS = ("/workers", "/dashboard/data")
 
 
-async def _send_error(send: Send, error: APIError) -> None:
+async def _send_error(send: Send, error: APIError, scope: Scope | None = None) -> None:
+    app = (scope or {}).get("app")
+    gateway = getattr(getattr(app, "state", None), "gateway", None)
+    endpoint = COUNTED_ENDPOINTS.get((scope or {}).get("path", ""))
+    if gateway is not None and endpoint is not None:  # refused before routing: counted here
+        outcome = {401: "unauthorized", 403: "forbidden", 413: "too_large"}.get(error.status, "rejected")
+        gateway.metrics.observe_failed(endpoint, outcome, error.status)
     response = error.response()
     await send({"type": "http.response.start", "status": response.status_code, "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})
@@ -67,7 +73,7 @@ class AuthMiddleware:
                     code="permission_denied",
                 )
         except APIError as error:
-            return await _send_error(send, error)
+            return await _send_error(send, error, scope)
         state = scope.setdefault("state", {})
         state["tenant"], state["role"] = tenant, identity.role
         await self.app(scope, receive, send)
@@ -90,7 +96,7 @@ class BodyLimitMiddleware:
             return await self.app(scope, receive, send)
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            return await _send_error(send, self._too_large())
+            return await _send_error(send, self._too_large(), scope)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -100,7 +106,7 @@ class BodyLimitMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                return await _send_error(send, self._too_large())
+                return await _send_error(send, self._too_large(), scope)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break

@@ -97,3 +97,17 @@ def test_chat_without_max_tokens_may_run_to_the_context(client: TestClient, work
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
     r = client.post("/v1/chat/completions", json={**body, "max_tokens": 2, "min_tokens": 2})
     assert r.json()["usage"]["completion_tokens"] == 2
+
+
+def test_refusals_before_routing_are_counted_too(make_client) -> None:
+    c = make_client(max_request_bytes=4096)
+
+    def too_large() -> float:
+        for line in c.get("/metrics").text.splitlines():
+            if line.startswith("radixgate:failed_requests_total") and 'outcome="too_large"' in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    before = too_large()
+    assert c.post("/v1/completions", json={"model": "tiny", "prompt": "x" * 10000}).status_code == 413
+    assert too_large() == before + 1
