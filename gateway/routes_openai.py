@@ -12,6 +12,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from radixgate._wire import STATIC_PREFIX_HASH
+
 from .errors import APIError
 from .generation import Job, collect, merge, stream_job
 from .logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
@@ -95,7 +97,7 @@ def _work(
         ignore_eos=body.ignore_eos,
         cache_salt=salt,
         # Where a router sends a prefix no worker holds yet; a single engine ignores it.
-        route_hint=getattr(body, "prompt_cache_key", None) or (body.metadata or {}).get("static_prefix_hash"),
+        route_hint=getattr(body, "prompt_cache_key", None) or (body.metadata or {}).get(STATIC_PREFIX_HASH),
         frequency_penalty=body.frequency_penalty or 0.0,
         presence_penalty=body.presence_penalty or 0.0,
         repetition_penalty=body.repetition_penalty or 1.0,

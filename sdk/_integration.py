@@ -25,8 +25,9 @@ from types import FrameType
 from typing import Any
 
 from ._callsite import _display_path
-from ._prompt import Prompt, prefix_hash
+from ._prompt import Prompt
 from ._segments import canonical_text, document, system
+from ._wire import PROMPT_SOURCE, PROMPT_TEMPLATE, STATIC_PREFIX_HASH, prefix_hash
 
 __all__ = [
     "MARKER",
@@ -177,11 +178,11 @@ def request_fields(
             metadata = {str(k): str(v) for k, v in extras[MARKER].items()}
             break
     if site is not None:
-        metadata["prompt_source"] = site[0]
-        metadata.setdefault("prompt_template", site[1])
-    if "static_prefix_hash" not in metadata and first_system_text:
-        metadata["static_prefix_hash"] = prefix_hash(first_system_text)
-    return metadata, metadata.get("static_prefix_hash")
+        metadata[PROMPT_SOURCE] = site[0]
+        metadata.setdefault(PROMPT_TEMPLATE, site[1])
+    if STATIC_PREFIX_HASH not in metadata and first_system_text:
+        metadata[STATIC_PREFIX_HASH] = prefix_hash(first_system_text)
+    return metadata, metadata.get(STATIC_PREFIX_HASH)
 
 
 def sends_metadata(base_url: str | None) -> bool:
