@@ -82,13 +82,13 @@ def ideal_hit_rate(examples_dir: str, num_requests: int) -> float:
     """What a perfect prefix cache hits on this content when the fixed parts come first: the
     longest prefix each request shares with any earlier one, over the fixed app's own prompts as
     the server tokenizes them (the built-in model's ChatML template and cl100k tokens)."""
-    from .serving_runner import _chatml, prefix_stats
+    from .serving_runner import _chatml, prefix_reuse
 
     spec = importlib.util.spec_from_file_location("radixgate_demo_fixed_app", os.path.join(examples_dir, APPS["after"]))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     prompts = module.build_prompts(module.make_docs(), num_requests)
-    return prefix_stats([_chatml(p.messages()) for p in prompts])[1]
+    return prefix_reuse([_chatml(p.messages()) for p in prompts])[1]
 
 
 def run_app(name: str, examples_dir: str, base_url: str, num_requests: int, extra: list[str]) -> float:

@@ -26,7 +26,7 @@ from radixgate._wire import PROMPT_SOURCE, encode
 
 from .workloads import BenchRequest, Workload
 
-__all__ = ["RequestResult", "BenchResult", "prompt_token_ids", "prefix_stats", "run_workload"]
+__all__ = ["RequestResult", "BenchResult", "prompt_token_ids", "prefix_reuse", "run_workload"]
 
 _IM_START, _IM_END = -1, -2  # stand-ins for the special tokens; they never collide with cl100k ids
 
@@ -55,7 +55,7 @@ def _lcp(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def prefix_stats(sequences: Sequence[Sequence[int]], warm: Sequence[Sequence[int]] = ()) -> tuple[float, float]:
+def prefix_reuse(sequences: Sequence[Sequence[int]], warm: Sequence[Sequence[int]] = ()) -> tuple[float, float]:
     """``(shared_prefix_share, ideal_hit_rate)`` of `sequences` sent in order after `warm`."""
     total = sum(len(s) for s in sequences)
     if not total:
@@ -214,7 +214,7 @@ async def run_workload(
 def summarize(workload: Workload, results: Sequence[RequestResult], duration: float, base_url: str) -> BenchResult:
     """A `BenchResult` from per-request results; hit rates count completed requests only."""
     ok = [r for r in results if r.ok]
-    share, ideal = prefix_stats(
+    share, ideal = prefix_reuse(
         [prompt_token_ids(r) for r in workload.requests],
         [prompt_token_ids(BenchRequest(p, api=_warm_api(workload))) for p in workload.warm],
     )

@@ -11,16 +11,16 @@ from sdk_fakes import FakeServer
 
 import radixgate as rg
 from radixgate.bench.serving import TABLE_WORKLOADS, main
-from radixgate.bench.serving_runner import prefix_stats, run_workload
+from radixgate.bench.serving_runner import prefix_reuse, run_workload
 from radixgate.bench.workloads import WORKLOADS, GspParams, build_workload
 
 
 def test_prefix_stats_counts_shared_prefixes_and_first_misses():
     a, b, c = [1, 2, 3, 4], [1, 2, 3, 5], [9, 9, 9, 9]
-    share, ideal = prefix_stats([a, b, c])
+    share, ideal = prefix_reuse([a, b, c])
     assert share == pytest.approx(6 / 12) and ideal == pytest.approx(3 / 12)
-    assert prefix_stats([a, b], warm=[[1, 2, 3]])[1] == pytest.approx(6 / 8)
-    assert prefix_stats([a, a])[1] == pytest.approx(3 / 8)  # an engine computes at least one token
+    assert prefix_reuse([a, b], warm=[[1, 2, 3]])[1] == pytest.approx(6 / 8)
+    assert prefix_reuse([a, a])[1] == pytest.approx(3 / 8)  # an engine computes at least one token
 
 
 @pytest.mark.parametrize("name", WORKLOADS)

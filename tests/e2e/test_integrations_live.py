@@ -30,7 +30,7 @@ from llama_index.llms.openai_like import OpenAILike as PlainOpenAILike  # noqa: 
 
 import radixgate.langchain as rg_langchain  # noqa: E402
 import radixgate.llamaindex as rg_llamaindex  # noqa: E402
-from radixgate.bench.serving_runner import _chatml, prefix_stats  # noqa: E402
+from radixgate.bench.serving_runner import _chatml, prefix_reuse  # noqa: E402
 from radixgate.gateway.server_process import ServerProcess  # noqa: E402
 
 NUM_REQUESTS = 40
@@ -66,7 +66,7 @@ class Recorder:
         return cached / sum(u["prompt_tokens"] for u in self.usage)
 
     def ideal(self) -> float:
-        return prefix_stats([_chatml(m) for m in self.messages])[1]
+        return prefix_reuse([_chatml(m) for m in self.messages])[1]
 
 
 @pytest.fixture(scope="module")
