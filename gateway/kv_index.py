@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import msgspec
 import zmq
 
-from radixgate.engine.kvcache.kv_events import END_SEQ, MEDIUM_GPU, block_hashes
+from radixgate.engine.kvcache.kv_events import END_SEQ, MEDIUM_GPU, MEDIUM_REMOTE, block_hashes
 
 log = logging.getLogger(__name__)
 # A block held in host memory or on disk is loaded, not recomputed: worth this share of a device hit.
@@ -42,7 +42,7 @@ def reachable(endpoint: str, worker_url: str) -> str:
 
 
 class KVEventIndex:
-    def __init__(self, worker_url: str, info: dict[str, Any]) -> None:
+    def __init__(self, worker_url: str, info: dict[str, Any], shared_remote: set[int] | None = None) -> None:
         self.worker_url = worker_url
         self.endpoint = reachable(info["endpoint"], worker_url)
         self.replay_endpoint = reachable(info["replay_endpoint"], worker_url) if info.get("replay_endpoint") else None
@@ -50,6 +50,8 @@ class KVEventIndex:
         self.block_size = int(info["block_size"])
         self.hash_seed = str(info.get("hash_seed", "0"))
         self.blocks: dict[int, set[str]] = {}
+        # Blocks in HiCache's remote store, pooled across the workers of one gateway: any of them loads them.
+        self.shared_remote: set[int] = shared_remote if shared_remote is not None else set()
         self.last_seq = -1  # the last batch applied
         self.num_batches = 0
         self.num_replays = 0
@@ -72,9 +74,9 @@ class KVEventIndex:
         with self._lock:
             for h in hashes:
                 media = self.blocks.get(h)
-                if not media:
+                if not media and h not in self.shared_remote:
                     break
-                if MEDIUM_GPU in media and not lower:
+                if media and MEDIUM_GPU in media and not lower:
                     device += 1
                 else:
                     lower += 1
@@ -158,7 +160,9 @@ class KVEventIndex:
             for event in batch.get("events", ()):
                 kind = event.get("type")
                 medium = event.get("medium") or MEDIUM_GPU
-                if kind == "BlockStored":
+                if kind == "BlockStored" and medium == MEDIUM_REMOTE:
+                    self.shared_remote.update(event["block_hashes"])
+                elif kind == "BlockStored":
                     for h in event["block_hashes"]:
                         self.blocks.setdefault(h, set()).add(medium)
                 elif kind == "BlockRemoved":

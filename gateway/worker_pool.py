@@ -131,6 +131,7 @@ class WorkerPool:
         self.allow_unsalted_workers = allow_unsalted_workers
         self.health_check_interval_s = health_check_interval_s
         self.members: dict[str, Member] = {}
+        self._remote_blocks: set[int] = set()  # blocks in a shared HiCache remote store (KV events)
         self._next_id = 0
         self._owner: dict[str, Member] = {}  # rid -> member streaming it
         self._health_task: asyncio.Task[None] | None = None
@@ -227,7 +228,7 @@ class WorkerPool:
             exact = member.candidate.exact = None
         if exact is None:
             try:
-                exact = member.candidate.exact = KVEventIndex(member.url, info)
+                exact = member.candidate.exact = KVEventIndex(member.url, info, self._remote_blocks)
             except Exception as exc:  # events are an optimisation: route approximately without them
                 log.warning("cannot follow KV events of %s: %s", member.url, exc)
                 return

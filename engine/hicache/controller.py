@@ -231,7 +231,10 @@ class HiCache:
         if self.disk_io is not None:
             self.disk_io.write_path(path, namespace)
         if self.remote_io is not None:
-            self.remote_io.write_path(path, namespace)
+            stored = self.remote_io.write_path(path, namespace)
+            if stored and self.tree.events is not None:  # every worker on the store can load these
+                tokens = [t for n in path for t in n.key][:stored]
+                self.tree.events.stored_prefix(tokens, namespace, "REMOTE")
 
     def wait_prefetch(self, timeout: float) -> None:
         if self.disk_io is not None:

@@ -184,28 +184,31 @@ class RemoteIO:
             if len(self._known) > _MAX_KNOWN_KEYS:
                 self._known.popitem(last=False)
 
-    def write_path(self, path: list[TreeNode], namespace: Hashable) -> None:
-        """Queues the full blocks of the tokens along `path` (root first) not known to be stored."""
+    def write_path(self, path: list[TreeNode], namespace: Hashable) -> int:
+        """Queues the full blocks of the tokens along `path` (root first) not known to be stored;
+        returns how many leading tokens of the path the store will then hold (0: nothing queued)."""
         fingerprint = self.ready_fingerprint()
         if fingerprint is None:
-            return
+            return 0
         bs = self.block_size
         keys = chain_keys([t for n in path for t in n.key], namespace, fingerprint, bs)
         with self._lock:
             pending = set(self._pending)
         todo = [j for j, key in enumerate(keys) if key not in pending and not self._is_known(key)]
         if not todo:
-            return
+            return 0
         room = self.max_pending_blocks - len(pending) if self.backend.is_up else 0
         self.num_writes_dropped += max(0, len(todo) - max(room, 0))
         todo = todo[: max(room, 0)]
         if not todo:
-            return
+            return 0
         where = path_slots(path)
         blocks = [(keys[j], *gather_kv(self.device, self.host, where[j * bs : (j + 1) * bs])) for j in todo]
         with self._lock:
             self._pending.update(key for key, _, _ in blocks)
         self._track(self._writer.submit(self._send, blocks))
+        # Blocks before the last one queued are stored, pending or queued now: the store will hold them all.
+        return (todo[-1] + 1) * bs
 
     def _send(self, blocks: list[tuple[str, torch.Tensor, torch.Tensor]]) -> None:
         """Writer thread: encodes and stores the blocks in one round trip."""

@@ -18,7 +18,9 @@ block hashes), so llm-d's indexer, configured with the same block size and hash 
 same keys from a request's tokens.
 
 Tiers are vLLM's `medium`: "GPU" for the device pool (on a CPU engine too), "CPU" for HiCache's host
-tier. A block demoted to host is a BlockRemoved on GPU and a BlockStored on CPU.
+tier. A block demoted to host is a BlockRemoved on GPU and a BlockStored on CPU. Blocks written to
+HiCache's shared remote store are announced with medium "REMOTE" when their write is queued; the
+store evicts on its own, so those are hints that are never removed.
 
 Which blocks a tree change touches: device nodes form a top subtree, so along any path the device
 tokens are a prefix. A block belongs to the node holding its last token: a node covering path depths
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 
 MEDIUM_GPU = "GPU"
 MEDIUM_CPU = "CPU"
+MEDIUM_REMOTE = "REMOTE"  # HiCache's store shared by every worker (not a vLLM medium; radixgate's own)
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 DEFAULT_BLOCK_SIZE = 16
 
@@ -303,6 +306,16 @@ class KVEventRecorder:
             BlockStored(hashes, parent, [t for c in chunks for t in c], self.block_size, None, medium, None, extra)
         )
         self.num_stored_blocks += len(hashes)
+
+    def stored_prefix(self, tokens: Sequence[int], namespace: Hashable, medium: str) -> None:
+        """The full blocks of `tokens` (from the root of `namespace`) are held on `medium`, e.g. written
+        to HiCache's shared remote store. The store evicts silently: these are hints, never removed."""
+        hashes = block_hashes(tokens, namespace, self.block_size, self.hash_seed)
+        if hashes:
+            extra = [first_block_extra_keys(namespace) if i == 0 else None for i in range(len(hashes))]
+            n = len(hashes) * self.block_size
+            self.pending.append(BlockStored(hashes, None, list(tokens[:n]), self.block_size, None, medium, None, extra))
+            self.num_stored_blocks += len(hashes)
 
     def removed(self, node: Any, medium: str = MEDIUM_GPU) -> None:
         hashes = self._blocks(node)[0]

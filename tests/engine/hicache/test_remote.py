@@ -258,3 +258,29 @@ def test_remote_hits_reach_metrics_and_server_info(workers):
         info = c.get("/server_info").json()  # what the dashboard's tier line reads
         assert info["prefix_cache_hits_by_tier"]["remote"] >= 256
         assert info["hicache_remote_backend"] == "redis" and info["engine_config"]["hicache_storage_backend"] == "redis"
+
+
+def test_blocks_written_to_the_store_are_announced_and_credited_to_every_worker(make_engine, redis_server):
+    """Worker A announces the blocks it writes to the shared store (KV events, medium REMOTE); a router
+    following A and B credits B with them too, at the lower-tier share, before B ever saw the prompt."""
+    from radixgate.gateway.kv_index import LOWER_TIER_CREDIT, KVEventIndex
+
+    a = worker(make_engine, redis_server, enable_kv_events=True)
+    b = worker(make_engine, redis_server, enable_kv_events=True)
+    shared: set[int] = set()
+    index_a = KVEventIndex("http://127.0.0.1:1", a.stats()["kv_events"], shared)
+    index_b = KVEventIndex("http://127.0.0.1:2", b.stats()["kv_events"], shared)
+    try:
+        time.sleep(0.3)  # the subscriptions land
+        ids = tokens(320, seed=77)
+        run(a, ids)
+        deadline = time.monotonic() + 5
+        while index_b.match_tokens(ids, None) == 0:
+            assert time.monotonic() < deadline, "B was never credited with A's remote blocks"
+            time.sleep(0.01)
+        assert index_a.match_tokens(ids, None) >= 256  # A: on its device
+        assert 0 < index_b.match_tokens(ids, None) <= int(LOWER_TIER_CREDIT * len(ids))
+        assert index_b.match_tokens(ids, "another-tenant") == 0
+    finally:
+        index_a.close()
+        index_b.close()
