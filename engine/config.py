@@ -71,8 +71,9 @@ class EngineConfig:
     # admitted one at a time so the shared part is computed once (SGLang's in-batch prefix caching).
     in_batch_prefix_threshold: int = 32
     # A prefill chunk and the running requests' decode tokens share one forward pass (SGLang's
-    # --enable-mixed-chunk), so a long prompt arriving does not stall the running streams.
-    enable_mixed_chunk: bool = False
+    # --enable-mixed-chunk; on by default here, as in vLLM v1), so a long prompt arriving does not
+    # stall the running streams (`radixgate bench mixed-chunk`).
+    enable_mixed_chunk: bool = True
 
     def __post_init__(self) -> None:
         if self.page_size not in PAGE_SIZES:
