@@ -16,7 +16,8 @@ Two deployments make one Serve application:
 Replicas publish KV events (`kv_events=true`, the default): the router follows each replica's
 events and knows exactly which prefixes it holds. Ray restarts a replica whose process dies (or whose
 health check fails); the restarted replica comes back on a new address and announces it. The gateway
-drops a replica it has not heard from for `3 * heartbeat_s` and adds the new address with an empty
+stops routing to a replica as soon as its health checks fail, forgets it once it has been silent
+for 30 s (or 10 heartbeats), and adds a restarted replica's new address with an empty
 index: the router forgets what the dead replica cached and learns the new one from its events.
 """
 
@@ -150,7 +151,9 @@ class EngineReplica:
             self._server_thread.join(timeout=10)
 
 
-@serve.deployment(name=GATEWAY, num_replicas=1, ray_actor_options={"num_cpus": 0})
+# The gateway does its own admission control (queue limit, rate limits): Serve should not cap its
+# concurrency at its default of a few requests per replica.
+@serve.deployment(name=GATEWAY, num_replicas=1, max_ongoing_requests=10_000, ray_actor_options={"num_cpus": 0})
 @serve.ingress()
 class Gateway:
     """radixgate's gateway as the application's ingress, routing over the replicas that announce themselves."""
@@ -175,7 +178,9 @@ class Gateway:
             health_check_interval_s=args.health_check_interval_s,
         )
         self._replicas = replicas  # keeps the engine deployment in this application's graph
-        self._stale_after_s = 3 * args.heartbeat_s
+        # Health checks take a dead replica out of routing within a second; forgetting it waits longer,
+        # so that a replica whose heartbeat is merely late (a busy node) keeps its routing history.
+        self._stale_after_s = max(30.0, 10 * args.heartbeat_s)
         self._replica_worker: dict[str, tuple[str, str]] = {}  # replica id -> (url, pool worker id)
         self._last_seen: dict[str, float] = {}
 
