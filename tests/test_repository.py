@@ -32,6 +32,22 @@ def test_engine_top_level_stays_small_and_tools_live_in_bench() -> None:
     assert misplaced == []
 
 
+# Over the 400-line limit when the limit was set, each grown by other work the same day: to be split.
+OVER_400_TO_SPLIT = {
+    "engine/engine.py",
+    "engine/kvcache/radix_cache.py",
+    "gateway/routes_openai.py",
+    "gateway/worker_pool.py",
+    "linter/project.py",
+    "bench/router.py",
+}
+
+
+def test_no_new_module_over_400_lines() -> None:
+    long = {str(p.relative_to(ROOT)) for p in _sources(*RUNTIME, "bench") if len(p.read_text().splitlines()) > 400}
+    assert long - OVER_400_TO_SPLIT == set()
+
+
 def test_shared_formats_have_one_home() -> None:
     declared = [
         str(p.relative_to(ROOT))
