@@ -87,22 +87,33 @@ def test_tenants_stay_apart_through_the_router_and_at_a_worker(cluster: dict) ->
 
 
 def test_a_foreign_worker_is_routed_and_counted(cluster: dict) -> None:
+    """A front gateway (in-process: only its tokenizer loads) using a live worker as a plain OpenAI server."""
+    from fastapi.testclient import TestClient
+
+    from radixgate.gateway.app import create_app
+    from radixgate.gateway.config import GatewayConfig
+
     url = cluster["workers"][1].base_url
-    with ServerProcess(["--worker", f"openai+{url}", "--worker-api-key", WORKER_KEY], env=ENV) as front:
+    config = GatewayConfig(workers=(f"openai+{url}",), worker_api_key=WORKER_KEY)
+    with TestClient(create_app(config)) as front:
         prompt = _prompt("foreign")
-        meta = {"metadata": {"prompt_template": "foreign-bot"}}
-        assert _cached(front.base_url, None, prompt + " 1", **meta) == 0
-        assert _cached(front.base_url, None, prompt + " 2", **meta) > 300  # the worker's own count, via usage
-        metrics = httpx.get(f"{front.base_url}/metrics").text
+        body = {"model": "tiny", "max_tokens": 1, "temperature": 0, "metadata": {"prompt_template": "foreign-bot"}}
+        cached = []
+        for suffix in (" 1", " 2"):
+            r = front.post("/v1/completions", json={**body, "prompt": prompt + suffix})
+            assert r.status_code == 200, r.text
+            cached.append(r.json()["usage"]["prompt_tokens_details"]["cached_tokens"])
+        assert cached[0] == 0 and cached[1] > 300  # the worker's own count, via usage
+        metrics = front.get("/metrics").text
         line = next(m for m in metrics.splitlines() if m.startswith("radixgate:worker_cached_tokens_total"))
         assert "openai+" in line and float(line.split()[-1]) > 300
-        rows = httpx.get(f"{front.base_url}/v1/prompt_stats").json()["templates"]
+        rows = front.get("/v1/prompt_stats").json()["templates"]
         row = next(r for r in rows if r["template"] == "foreign-bot")
         assert row["requests"] == 2 and row["cached_tokens"] > 300
 
 
 def _stream(base_url: str, prompt: str, out: dict) -> None:
-    body = {"model": "tiny", "prompt": prompt, "max_tokens": 150, "ignore_eos": True, "stream": True}
+    body = {"model": "tiny", "prompt": prompt, "max_tokens": 100, "ignore_eos": True, "stream": True}
     events = out.setdefault("events", [])
     try:
         with httpx.stream(
