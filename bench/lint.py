@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from radixgate.linter.cli import iter_files, tune_gc
-from radixgate.linter.project import lint_paths
+from radixgate.linter.runner import lint_paths
 from radixgate.linter.settings import Settings
 
 _HEADER = '''"""Module {n}: generated for promptlint's benchmark."""

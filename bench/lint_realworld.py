@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from radixgate.linter.project import lint_paths
+from radixgate.linter.runner import lint_paths
 from radixgate.linter.settings import Settings
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "linter" / "realworld"

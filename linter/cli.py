@@ -193,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             violations.extend(found)
             fixed += count
     else:
-        from .project import lint_paths
+        from .runner import lint_paths
 
         result = lint_paths(args.paths or ["."], settings, args.force_exclude)
         if result.failures:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 from .checker import (
     Parsed,
@@ -34,28 +33,14 @@ from .checker import (
 )
 from .expressions import Evaluator
 from .scope import Elsewhere, Module, ParamRef, Scope
-from .settings import Settings
 from .shape import Shape
 from .sinks import Segment, Site, chain, is_template_call, template_shape
-from .violation import Violation
 from .walker import Walker
 
 _ROUNDS = 4
 _MAX_CANDIDATES = 400
-_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
-_IMPORT_DEPTH = 2
 
 Key = tuple[str, str | None, str]  # (module, class or None, function)
-
-
-class Result(NamedTuple):
-    """What `lint_paths` found: the violations of the files reported, and what it read."""
-
-    violations: list[Violation]
-    files: list[Path]  # the files reported on
-    lines: int  # lines of the files reported on
-    failures: list[str]  # files that could not be read or parsed (messages)
-    sources: dict[str, tuple[str, ast.Module]]  # filename -> (source, tree), for fixes
 
 
 @dataclass
@@ -335,135 +320,3 @@ def _elsewhere(node: ast.AST) -> Elsewhere:
     ast.copy_location(spot, node)
     spot.end_lineno, spot.end_col_offset = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
     return spot
-
-
-# -- files -----------------------------------------------------------------------------------
-def project_root(path: Path) -> Path:
-    """The nearest folder above `path` with a project marker, else `path`'s folder."""
-    start = path.resolve().parent
-    for folder in [start, *start.parents]:
-        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
-            return folder
-    return start
-
-
-def module_name(path: Path, root: Path) -> str:
-    try:
-        rel = path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return path.stem
-    parts = list(rel.with_suffix("").parts)
-    if parts and parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def _module_files(root: Path, qual: str) -> list[Path]:
-    """Candidate files for the dotted import `qual` (or its parent, when it names a symbol)."""
-    parts = qual.split(".")
-    out = []
-    for n in (len(parts), len(parts) - 1):
-        if n <= 0:
-            continue
-        rel = Path(*parts[:n])
-        for base in (root, root / "src"):
-            for candidate in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
-                if candidate.is_file():
-                    out.append(candidate)
-    return out
-
-
-def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False) -> Result:
-    """Lint `paths` as one project. Folders: every Python file under them. Explicit files: those
-    files, with the project modules they import read for summaries only."""
-    from .cli import iter_files
-
-    report = list(iter_files(paths, settings, force_exclude))
-    context: dict[Path, tuple[Path, bool]] = {}  # resolved -> (path, reported)
-    roots: dict[Path, Path] = {}
-    for path in report:
-        context[path.resolve()] = (path, True)
-    explicit = [Path(p) for p in paths if Path(p).is_file()]
-    for raw in paths:
-        if Path(raw).is_dir():
-            for path in report:
-                roots.setdefault(path.resolve(), Path(raw))
-    for path in explicit:
-        roots.setdefault(path.resolve(), project_root(path))
-    project = Project()
-    failures: list[str] = []
-    lines = 0
-    sources: dict[str, tuple[str, ast.Module]] = {}
-    queue = [(path, 0) for path in explicit]
-    seen: set[Path] = set()
-    order = list(report)
-    while queue:  # modules imported by explicit files, for summaries
-        path, depth = queue.pop()
-        root = roots[path.resolve()]
-        for qual in _imports_of(path, root):
-            for candidate in _module_files(root, qual):
-                resolved = candidate.resolve()
-                if resolved in context or resolved in seen or settings.is_excluded(candidate):
-                    continue
-                seen.add(resolved)
-                roots[resolved] = root
-                context[resolved] = (candidate, False)
-                order.append(candidate)
-                if depth + 1 < _IMPORT_DEPTH:
-                    queue.append((candidate, depth + 1))
-    for path in order:
-        resolved = path.resolve()
-        _, reported = context[resolved]
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            if reported:
-                failures.append(f"{path}: cannot read: {exc}")
-            continue
-        if reported:
-            lines += source.count("\n") + 1
-        root = roots.get(resolved, path.parent)
-        try:
-            parsed = parse(source, path.as_posix(), module_name(path, root))
-        except ParseFailure as exc:
-            if reported:
-                failures.append(str(exc))
-            continue
-        except RecursionError:
-            continue
-        if parsed is not None:
-            project.add(path, parsed, reported)
-        else:
-            project.defer(path, source, module_name(path, root), reported)
-    try:
-        project.run()
-    except RecursionError:  # a limit of the analysis on some deeply nested file
-        pass
-    from .checker import violations_for
-
-    violations: list[Violation] = []
-    for entry in project.entries:
-        if entry.report:
-            filename = entry.path.as_posix()
-            violations.extend(violations_for(entry.sites, entry.parsed, filename, settings))
-            sources[filename] = (entry.parsed.source, entry.parsed.tree)
-    return Result(violations, report, lines, failures, sources)
-
-
-def _imports_of(path: Path, root: Path) -> list[str]:
-    """Absolute dotted names `path` imports (relative imports resolved against `root`)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return []
-    name = module_name(path, root)
-    out: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.extend(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            from .checker import _absolute
-
-            base = _absolute(name, node.module, node.level)
-            out.extend(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
-    return out

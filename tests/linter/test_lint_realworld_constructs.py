@@ -9,7 +9,7 @@ from pathlib import Path
 from promptlint_assert import LONG, assert_lints
 
 from radixgate.linter import Settings
-from radixgate.linter.project import lint_paths
+from radixgate.linter.runner import lint_paths
 
 
 def _project(tmp_path: Path, files: dict[str, str]) -> Path:

@@ -1,0 +1,103 @@
+"""`lint_paths`: lint files and folders as one project, so prompts built in one module and sent in
+another are followed; findings are reported only for the files asked about."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import NamedTuple
+
+from .checker import ParseFailure, parse
+from .module_paths import imports_of, module_files, module_name, project_root
+from .project import Project
+from .settings import Settings
+from .violation import Violation
+
+_IMPORT_DEPTH = 2  # modules read for their summaries: the files given, what they import, and one more level
+
+
+class Result(NamedTuple):
+    """What `lint_paths` found: the violations of the files reported, and what it read."""
+
+    violations: list[Violation]
+    files: list[Path]  # the files reported on
+    lines: int  # lines of the files reported on
+    failures: list[str]  # files that could not be read or parsed (messages)
+    sources: dict[str, tuple[str, ast.Module]]  # filename -> (source, tree), for fixes
+
+
+def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False) -> Result:
+    """Lint `paths` as one project. Folders: every Python file under them. Explicit files: those
+    files, with the project modules they import read for summaries only."""
+    from .cli import iter_files
+
+    report = list(iter_files(paths, settings, force_exclude))
+    context: dict[Path, tuple[Path, bool]] = {}  # resolved -> (path, reported)
+    roots: dict[Path, Path] = {}
+    for path in report:
+        context[path.resolve()] = (path, True)
+    explicit = [Path(p) for p in paths if Path(p).is_file()]
+    for raw in paths:
+        if Path(raw).is_dir():
+            for path in report:
+                roots.setdefault(path.resolve(), Path(raw))
+    for path in explicit:
+        roots.setdefault(path.resolve(), project_root(path))
+    project = Project()
+    failures: list[str] = []
+    lines = 0
+    sources: dict[str, tuple[str, ast.Module]] = {}
+    queue = [(path, 0) for path in explicit]
+    seen: set[Path] = set()
+    order = list(report)
+    while queue:  # modules imported by explicit files, for summaries
+        path, depth = queue.pop()
+        root = roots[path.resolve()]
+        for qual in imports_of(path, root):
+            for candidate in module_files(root, qual):
+                resolved = candidate.resolve()
+                if resolved in context or resolved in seen or settings.is_excluded(candidate):
+                    continue
+                seen.add(resolved)
+                roots[resolved] = root
+                context[resolved] = (candidate, False)
+                order.append(candidate)
+                if depth + 1 < _IMPORT_DEPTH:
+                    queue.append((candidate, depth + 1))
+    for path in order:
+        resolved = path.resolve()
+        _, reported = context[resolved]
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            if reported:
+                failures.append(f"{path}: cannot read: {exc}")
+            continue
+        if reported:
+            lines += source.count("\n") + 1
+        root = roots.get(resolved, path.parent)
+        try:
+            parsed = parse(source, path.as_posix(), module_name(path, root))
+        except ParseFailure as exc:
+            if reported:
+                failures.append(str(exc))
+            continue
+        except RecursionError:
+            continue
+        if parsed is not None:
+            project.add(path, parsed, reported)
+        else:
+            project.defer(path, source, module_name(path, root), reported)
+    try:
+        project.run()
+    except RecursionError:  # a limit of the analysis on some deeply nested file
+        pass
+    from .checker import violations_for
+
+    violations: list[Violation] = []
+    for entry in project.entries:
+        if entry.report:
+            filename = entry.path.as_posix()
+            violations.extend(violations_for(entry.sites, entry.parsed, filename, settings))
+            sources[filename] = (entry.parsed.source, entry.parsed.tree)
+    return Result(violations, report, lines, failures, sources)
