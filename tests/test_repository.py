@@ -38,7 +38,6 @@ OVER_400_TO_SPLIT = {
     "engine/kvcache/radix_cache.py",
     "gateway/routes_openai.py",
     "gateway/worker_pool.py",
-    "bench/router.py",
 }
 
 
