@@ -15,7 +15,7 @@ from radixgate.gateway.router import BLOCK_TOKENS, Candidate, PrefixIndex, Route
 from radixgate.gateway.worker import LocalWorker
 from radixgate.gateway.worker_pool import WorkerPool
 
-KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
+KEYS = {"key-a": "router-a", "key-b": "router-b"}  # namespaces no other test of the shared engine uses
 ADMIN = "admin-key"
 WORKER_KEY = "worker-channel-key"
 
@@ -151,7 +151,7 @@ def test_admin_paths_need_an_admin_key(routed: TestClient) -> None:
     # A client never sets a salt; a tenant key that tries is refused, before anything runs.
     r = routed.post(
         "/v1/completions",
-        headers={**_auth("key-a"), "X-Radixgate-Cache-Salt": "tenant:tenant-b"},
+        headers={**_auth("key-a"), "X-Radixgate-Cache-Salt": "tenant:router-b"},
         json={"model": "tiny", "prompt": "x", "max_tokens": 1},
     )
     assert r.status_code == 403 and "salt" in r.json()["error"]["message"]
@@ -168,7 +168,7 @@ def test_public_metrics_and_single_engine_has_no_workers(make_client) -> None:
 def test_worker_channel_sets_the_salt(routed: TestClient, long_prefix) -> None:
     """What a front gateway sends a radixgate worker: the worker key plus the tenant's salt."""
     prompt = long_prefix("router-channel")
-    channel = {"X-Radixgate-Cache-Salt": "tenant:tenant-a"}
+    channel = {"X-Radixgate-Cache-Salt": "tenant:router-a"}
     assert _cached(routed, WORKER_KEY, prompt + " one", channel) < 10
     assert _cached(routed, "key-a", prompt + " two") > 300  # the same namespace as tenant-a's key
     assert _cached(routed, WORKER_KEY, prompt + " three") < 10  # no salt header: the unsalted namespace
