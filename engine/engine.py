@@ -15,7 +15,7 @@ import torch
 from .bridge import AbortRequest, AddRequest, CallInLoop, Inbox, LoopThread, Message, Wake, asyncio_listener
 from .config import EngineConfig, SamplingParams, num_threads
 from .hicache.controller import build_hicache
-from .kvcache.kv_events import KVEventRecorder, ZmqEventPublisher
+from .kvcache.kv_events import KVEventRecorder
 from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable
 from .model.detokenizer import Detokenizer
@@ -26,7 +26,7 @@ from .model.sampler import Sampler
 from .models.loader import load_model, load_tokenizer, read_config
 from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
 from .scheduler.cache_manager import CacheManager
-from .scheduler.request import GenerateOutput, Req, ReqStatus, StreamDelta
+from .scheduler.request import GenerateOutput, Req, ReqStatus, StreamDelta, check_request
 from .scheduler.scheduler import Scheduler
 
 _CPU_KV_BUDGET_BYTES = 512 << 20  # default pool size on CPU when max_total_tokens is not given
@@ -65,7 +65,7 @@ class Engine:
         self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
-        self.kv_events = self._start_kv_events()
+        self.kv_events = KVEventRecorder.attach(config.kv_events(), self.cache_manager.radix_cache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
         self.penalties = Penalties(self.vocab_size, config.device)
         self.sampler = Sampler([apply_logit_bias, MinNewTokens(eos), self.penalties])
@@ -98,34 +98,7 @@ class Engine:
     # ---- requests in --------------------------------------------------------------------------
     def validate(self, input_ids: list[int], sampling: SamplingParams) -> None:
         """Raises ValueError saying what to change; nothing is allocated."""
-        if not isinstance(sampling, SamplingParams):
-            raise ValueError("sampling must be a SamplingParams")
-        n = len(input_ids)
-        if n == 0:
-            raise ValueError("the prompt is empty: send at least one token")
-        bad = next((t for t in input_ids if not isinstance(t, int) or not 0 <= t < self.vocab_size), None)
-        if bad is not None:
-            raise ValueError(
-                f"token id {bad!r} is outside the vocabulary: ids must be integers in [0, {self.vocab_size})"
-            )
-        if n >= self.context_len:
-            raise ValueError(
-                f"the prompt has {n} tokens but the model's context window is {self.context_len}: "
-                f"shorten it by at least {n - self.context_len + 1} tokens"
-            )
-        if sampling.logprob_start_len >= n:
-            raise ValueError(
-                f"logprob_start_len={sampling.logprob_start_len} is past the prompt's {n} tokens: "
-                f"give a position in [0, {n - 1}] or -1 for no prompt logprobs"
-            )
-        bad_bias = next((t for t in sampling.logit_bias or () if not 0 <= t < self.vocab_size), None)
-        if bad_bias is not None:
-            raise ValueError(f"logit_bias names token id {bad_bias}, outside the vocabulary [0, {self.vocab_size})")
-        if n + 1 > self.cache_manager.capacity:
-            raise ValueError(
-                f"the prompt needs {n + 1} KV slots but the pool holds "
-                f"{self.cache_manager.capacity}: raise max_total_tokens or shorten the prompt"
-            )
+        check_request(input_ids, sampling, self.vocab_size, self.context_len, self.cache_manager.capacity)
         if sampling.grammar_key is not None:
             self.grammars.compile(sampling.grammar_key)  # cached; compiled on the caller's thread
 
@@ -178,14 +151,6 @@ class Engine:
         if self.kv_events is not None:
             self.kv_events.flush()  # this step's tree changes, as one event batch
         return batch is not None
-
-    def _start_kv_events(self) -> KVEventRecorder | None:
-        config = self.config.kv_events()
-        if config is None or self.cache_manager.radix_cache is None:
-            return None
-        recorder = KVEventRecorder(config.block_size, ZmqEventPublisher(config), config.hash_seed)
-        self.cache_manager.radix_cache.events = recorder
-        return recorder
 
     def _after_token(self, req: Req) -> None:
         if not req.tracks_text:
@@ -362,28 +327,8 @@ class Engine:
             "prefix_cache_hits_by_tier": dict(sched.hit_tokens_by_tier),
             **{f"cache_hit_tokens_{tier}": n for tier, n in sched.hit_tokens_by_tier.items()},
             "hicache_enabled": self.hicache is not None,
-            **self._kv_events_info(),
+            **(self.kv_events.info(cap) if self.kv_events is not None else {"kv_events": None}),
             **(self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}),
-        }
-
-    def _kv_events_info(self) -> dict[str, Any]:
-        """Where a router subscribes: /server_info advertises these."""
-        if self.kv_events is None or self.kv_events.publisher is None:
-            return {"kv_events": None}
-        pub = self.kv_events.publisher
-        return {
-            "kv_events": {
-                "endpoint": pub.endpoint,
-                "replay_endpoint": pub.replay_endpoint,
-                "topic": pub.topic,
-                "block_size": self.kv_events.block_size,
-                "hash_seed": self.kv_events.hash_seed,
-                "next_seq": pub.next_seq,
-                "num_stored_blocks": self.kv_events.num_stored_blocks,
-                "num_removed_blocks": self.kv_events.num_removed_blocks,
-            },
-            "kv_events_block_size": self.kv_events.block_size,
-            "num_gpu_blocks": self.cache_manager.capacity // self.kv_events.block_size,
         }
 
     def flush_cache(self, cache_salt: str | None = None) -> bool:

@@ -128,12 +128,15 @@ class Router:
         assert candidates, "choose needs at least one candidate"
         hashes = block_hashes(input_ids, cache_salt, self.block_tokens)
         matched = {c.worker_id: c.matched_tokens(input_ids, cache_salt, hashes) for c in candidates}
+        # Where the router sent this prefix before; with exact indexes, this keeps a prefix that every
+        # worker evicted going back to one worker instead of being copied onto several.
+        routed = {c.worker_id: c.index.match(hashes) * self.block_tokens for c in candidates}
         if self.policy == "round_robin":
             chosen = candidates[next(self._counter) % len(candidates)]
         elif self.policy == "least_load":
             chosen = min(candidates, key=lambda c: (c.num_requests, c.num_tokens))
         else:
-            chosen = self._cache_aware(candidates, matched, len(input_ids), cache_salt, route_hint)
+            chosen = self._cache_aware(candidates, matched, routed, len(input_ids), cache_salt, route_hint)
         chosen.index.record(hashes, cache_salt)
         if route_hint is not None:
             self._hints[(cache_salt, route_hint)] = chosen.worker_id
@@ -150,12 +153,15 @@ class Router:
         self,
         candidates: Sequence[Candidate],
         matched: dict[str, int],
+        routed: dict[str, int],
         num_tokens: int,
         cache_salt: str | None,
         route_hint: str | None,
     ) -> Candidate:
         least = min(c.num_requests for c in candidates)
         allowed = [c for c in candidates if c.num_requests <= least + self.balance_slack]
+        if not any(matched[c.worker_id] for c in allowed):
+            matched = routed  # no worker holds it: go where it went before
         if route_hint is not None and not any(matched[c.worker_id] for c in allowed):
             hinted = self._hints.get((cache_salt, route_hint))
             for c in allowed:

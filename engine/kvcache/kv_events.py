@@ -295,6 +295,36 @@ class KVEventRecorder:
                 chunks.append(chunk)
         return hashes, chunks, parent_hash, first == 0
 
+    @classmethod
+    def attach(cls, config: KVEventsConfig | None, radix_cache: Any) -> KVEventRecorder | None:
+        """A recorder publishing per `config`, hooked into `radix_cache`; None when events are off."""
+        if config is None or radix_cache is None:
+            return None
+        recorder = cls(config.block_size, ZmqEventPublisher(config), config.hash_seed)
+        radix_cache.events = recorder
+        return recorder
+
+    def info(self, capacity_tokens: int) -> dict[str, Any]:
+        """What `/server_info` advertises: where a router subscribes, and the pool in blocks."""
+        pub = self.publisher
+        events = None
+        if pub is not None:
+            events = {
+                "endpoint": pub.endpoint,
+                "replay_endpoint": pub.replay_endpoint,
+                "topic": pub.topic,
+                "block_size": self.block_size,
+                "hash_seed": self.hash_seed,
+                "next_seq": pub.next_seq,
+                "num_stored_blocks": self.num_stored_blocks,
+                "num_removed_blocks": self.num_removed_blocks,
+            }
+        return {
+            "kv_events": events,
+            "kv_events_block_size": self.block_size,
+            "num_gpu_blocks": capacity_tokens // self.block_size,
+        }
+
     def stored(self, node: Any, medium: str = MEDIUM_GPU) -> None:
         hashes, chunks, parent, is_first = self._blocks(node)
         if not hashes:

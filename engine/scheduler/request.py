@@ -164,3 +164,35 @@ class Req:
             cached_tokens_by_tier=dict(self.cached_tokens_by_tier),
             **logprob_fields,
         )
+
+
+def check_request(
+    input_ids: list[int], sampling: SamplingParams, vocab_size: int, context_len: int, capacity: int
+) -> None:
+    """Raises ValueError saying what to change when the engine cannot take this request as it is."""
+    if not isinstance(sampling, SamplingParams):
+        raise ValueError("sampling must be a SamplingParams")
+    n = len(input_ids)
+    if n == 0:
+        raise ValueError("the prompt is empty: send at least one token")
+    bad = next((t for t in input_ids if not isinstance(t, int) or not 0 <= t < vocab_size), None)
+    if bad is not None:
+        raise ValueError(f"token id {bad!r} is outside the vocabulary: ids must be integers in [0, {vocab_size})")
+    if n >= context_len:
+        raise ValueError(
+            f"the prompt has {n} tokens but the model's context window is {context_len}: "
+            f"shorten it by at least {n - context_len + 1} tokens"
+        )
+    if sampling.logprob_start_len >= n:
+        raise ValueError(
+            f"logprob_start_len={sampling.logprob_start_len} is past the prompt's {n} tokens: "
+            f"give a position in [0, {n - 1}] or -1 for no prompt logprobs"
+        )
+    bad_bias = next((t for t in sampling.logit_bias or () if not 0 <= t < vocab_size), None)
+    if bad_bias is not None:
+        raise ValueError(f"logit_bias names token id {bad_bias}, outside the vocabulary [0, {vocab_size})")
+    if n + 1 > capacity:
+        raise ValueError(
+            f"the prompt needs {n + 1} KV slots but the pool holds "
+            f"{capacity}: raise max_total_tokens or shorten the prompt"
+        )
