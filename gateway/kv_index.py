@@ -84,7 +84,10 @@ class KVEventIndex:
 
     @property
     def is_synced(self) -> bool:
-        return self._thread.is_alive() and self._behind_since is None
+        """False once the index has stayed behind the worker's sequence for `STALE_AFTER_S` (a batch
+        in flight is not staleness), or its subscriber thread died."""
+        behind = self._behind_since
+        return self._thread.is_alive() and (behind is None or time.monotonic() - behind < STALE_AFTER_S)
 
     def observe_worker_seq(self, next_seq: int) -> None:
         """A health check saw the worker at `next_seq`: if the index is behind, replay; if it stays

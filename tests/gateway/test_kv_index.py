@@ -60,8 +60,14 @@ def test_a_restarted_index_catches_up_through_replay_and_sees_evictions(engine: 
         for base in range(10_000, 14_000, 1000):  # other prompts push PROMPT out of the 512-token pool
             _generate(engine, list(range(base, base + 150)))
         _until(lambda: late.match_tokens(PROMPT, None) == 0, 2.0)
-        late.observe_worker_seq(engine.stats()["kv_events"]["next_seq"])
-        assert late.is_synced
+        next_seq = engine.stats()["kv_events"]["next_seq"]
+
+        def caught_up() -> bool:
+            late.observe_worker_seq(next_seq)  # behind: stale until the subscriber applies the rest
+            return late.is_synced
+
+        _until(caught_up, 2.0)
+        assert late.last_seq == next_seq - 1
     finally:
         late.close()
 
