@@ -31,8 +31,8 @@ from typing import Any
 
 import httpx
 
+from radixgate.gateway.pool_member import load_front_tokenizer
 from radixgate.gateway.server_process import ServerProcess
-from radixgate.gateway.worker_pool import load_front_tokenizer
 
 from .router_workload import TENANT_KEYS, Session, ideal_hit_rate, make_sessions, make_templates, prompt_ids
 

@@ -27,7 +27,7 @@ from .state import AppState
 from .telemetry import make_tracer
 from .timeseries import TimeSeries
 from .worker import Worker
-from .worker_pool import build_worker
+from .worker_factory import build_worker
 
 HISTORY_SAMPLE_S = 1.0
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import APIError
 from .kv_index import KVEventIndex, reachable
+from .pool_member import Member
 from .remote_worker import HTTPWorker, WorkerUnavailable, make_remote_worker, parse_worker_url
 from .router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
 from .worker import Delta, LocalWorker, WorkRequest, render_chat
@@ -42,71 +41,6 @@ ADDITIVE_STATS = (
     "evictable_tokens",
     "protected_tokens",
 )
-
-
-@dataclass
-class Member:
-    """One worker in the pool and what the gateway measured of it."""
-
-    worker_id: str
-    url: str
-    kind: str  # "local" | "radixgate" | "openai" | "vllm"
-    backend: Any  # LocalWorker | RadixgateWorker | OpenAIWorker
-    candidate: Candidate
-    is_healthy: bool = False
-    is_draining: bool = False
-    consecutive_failures: int = 0
-    last_error: str | None = None
-    engine_stats: dict[str, Any] = field(default_factory=dict)
-    num_requests: int = 0
-    num_failed: int = 0
-    num_retried_away: int = 0
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    predicted_tokens: int = 0
-    best_tokens: int = 0
-    num_mispredicted: int = 0
-    num_exact_routes: int = 0
-
-    @property
-    def supports_salt(self) -> bool:
-        return self.kind == "local" or bool(self.backend.supports_salt)
-
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "id": self.worker_id,
-            "url": self.url,
-            "kind": self.kind,
-            "healthy": self.is_healthy,
-            "draining": self.is_draining,
-            "in_flight": self.candidate.num_requests,
-            "in_flight_tokens": self.candidate.num_tokens,
-            "requests": self.num_requests,
-            "failed": self.num_failed,
-            "prompt_tokens": self.prompt_tokens,
-            "cached_tokens": self.cached_tokens,
-            "cache_hit_rate": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
-            "predicted_tokens": self.predicted_tokens,
-            "best_tokens": self.best_tokens,
-            "mispredicted": self.num_mispredicted,
-            "exact_routes": self.num_exact_routes,
-            "kv_index_synced": bool(self.candidate.exact is not None and self.candidate.exact.is_synced),
-            "kv_index_blocks": self.candidate.exact.num_blocks() if self.candidate.exact is not None else None,
-            "indexed_tokens": len(self.candidate.index) * BLOCK_TOKENS,
-            "max_total_num_tokens": self.engine_stats.get("max_total_num_tokens"),
-            "last_error": self.last_error,
-        }
-
-
-def load_front_tokenizer(model_path: str) -> Any:
-    """The tokenizer (and chat template) alone: the front gateway never loads weights."""
-    from transformers import AutoTokenizer
-
-    if model_path == "tiny":
-        from radixgate.engine.models.tiny import ensure_tiny_checkpoint
-
-        model_path = ensure_tiny_checkpoint()
-    return AutoTokenizer.from_pretrained(model_path)
 
 
 class WorkerPool:
@@ -444,33 +378,3 @@ class WorkerPool:
         for member in self.members.values():
             if member.kind == "local":
                 member.backend.close()
-
-
-def build_worker(config: Any) -> Any:
-    """The worker a gateway config asks for: the co-located engine, or a pool of workers."""
-    if not config.is_routed:
-        return LocalWorker.from_config(config.engine)
-    from dataclasses import replace
-
-    engine_config = config.engine
-    model_path = engine_config.model_path if engine_config is not None else "tiny"
-    name = "tiny" if model_path == "tiny" else os.path.basename(model_path.rstrip("/"))
-    num_workers = config.dp_size if not config.workers else len(config.workers)
-    pool = WorkerPool(
-        load_front_tokenizer(model_path),
-        name,
-        policy=config.router_policy or ("cache_aware" if num_workers > 1 else "round_robin"),
-        worker_api_key=config.worker_api_key,
-        allow_unsalted_workers=config.allow_unsalted_workers,
-        health_check_interval_s=config.health_check_interval_s,
-    )
-    for url in config.workers:
-        pool.add_remote(url)
-    if not config.workers:
-        for rank in range(config.dp_size):
-            # One engine per device on a multi-GPU host (cuda:0, cuda:1, ...); all on the CPU otherwise.
-            device = engine_config.device
-            if device.startswith("cuda") and ":" not in device:
-                device = f"cuda:{rank}"
-            pool.add_local(LocalWorker.from_config(replace(engine_config, device=device)))
-    return pool

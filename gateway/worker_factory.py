@@ -1,0 +1,41 @@
+"""The worker a gateway config asks for: the co-located engine, or a pool of workers in front of
+remote servers or of `dp_size` local engines."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .pool_member import load_front_tokenizer
+from .worker import LocalWorker
+from .worker_pool import WorkerPool
+
+
+def build_worker(config: Any) -> Any:
+    """The worker a gateway config asks for: the co-located engine, or a pool of workers."""
+    if not config.is_routed:
+        return LocalWorker.from_config(config.engine)
+    from dataclasses import replace
+
+    engine_config = config.engine
+    model_path = engine_config.model_path if engine_config is not None else "tiny"
+    name = "tiny" if model_path == "tiny" else os.path.basename(model_path.rstrip("/"))
+    num_workers = config.dp_size if not config.workers else len(config.workers)
+    pool = WorkerPool(
+        load_front_tokenizer(model_path),
+        name,
+        policy=config.router_policy or ("cache_aware" if num_workers > 1 else "round_robin"),
+        worker_api_key=config.worker_api_key,
+        allow_unsalted_workers=config.allow_unsalted_workers,
+        health_check_interval_s=config.health_check_interval_s,
+    )
+    for url in config.workers:
+        pool.add_remote(url)
+    if not config.workers:
+        for rank in range(config.dp_size):
+            # One engine per device on a multi-GPU host (cuda:0, cuda:1, ...); all on the CPU otherwise.
+            device = engine_config.device
+            if device.startswith("cuda") and ":" not in device:
+                device = f"cuda:{rank}"
+            pool.add_local(LocalWorker.from_config(replace(engine_config, device=device)))
+    return pool
