@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -12,15 +11,19 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from radixgate._wire import STATIC_PREFIX_HASH
-
 from .errors import APIError
 from .generation import Job, collect, merge, stream_job
 from .logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
+from .openai_requests import (
+    reject_unsupported,
+    system_fingerprint,
+    template_message,
+    tenant_of,
+    work_request,
+)
 from .openai_schemas import (
     ChatCompletionRequest,
     ChatCompletionResponse,
-    ChatMessage,
     CompletionRequest,
     CompletionResponse,
     ModelCard,
@@ -28,115 +31,15 @@ from .openai_schemas import (
     usage,
 )
 from .prompt_stats import RequestTags, estimate_static_tokens
-from .request_fields import check_fields
 from .responses import DONE, ERRORS, sse, sse_response
 from .state import AppState, state_of
 from .structured_output import constrain, constraint_of, precompile
 from .tool_calls import ToolPlan, render_messages, tool_chat_full, tool_chat_stream, tool_parser_for
-from .worker import Output, WorkRequest
+from .worker import Output
 
 router = APIRouter()
 StreamRenderer = Callable[..., AsyncIterator[str]]  # (state, jobs, response_id, include_usage)
 FullRenderer = Callable[..., dict[str, Any]]  # (state, outputs, response_id)
-
-
-def _reject_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
-    """A known field radixgate does not implement is a 400 naming it; other extras are ignored with
-    a warning in the log (the catalog is `request_fields.py`)."""
-    route = "/v1/chat/completions" if isinstance(body, ChatCompletionRequest) else "/v1/completions"
-    check_fields(route, body.model_dump(exclude_unset=True))
-    if isinstance(body, ChatCompletionRequest) and body.top_logprobs and not body.logprobs:
-        raise APIError(400, "'top_logprobs' needs 'logprobs': true", param="top_logprobs", code="invalid_value")
-    if isinstance(body, CompletionRequest) and body.stream and body.echo and body.logprobs is not None:
-        raise APIError(
-            400,
-            "'echo' with 'logprobs' is not supported when streaming: the prompt's logprobs come with the "
-            "whole answer; send stream: false",
-            param="echo",
-            code="unsupported_parameter",
-        )
-
-
-def _logit_bias(bias: dict[str, float] | None) -> tuple[tuple[int, float], ...]:
-    """OpenAI sends token ids as JSON object keys (strings)."""
-    try:
-        return tuple((int(k), float(v)) for k, v in (bias or {}).items())
-    except ValueError:
-        raise APIError(400, "'logit_bias' keys must be token ids", param="logit_bias", code="invalid_value") from None
-
-
-def system_fingerprint(state: AppState) -> str:
-    """Derived from the served model and the engine configuration: it changes when either does."""
-    engine_config = getattr(getattr(state.worker, "engine", None), "config", None)
-    key = f"{state.model_name}|{state.worker.model_name}|{engine_config!r}"
-    return "fp_" + hashlib.sha256(key.encode()).hexdigest()[:12]
-
-
-def _work(
-    body: ChatCompletionRequest | CompletionRequest,
-    rid: str,
-    input_ids: list[int],
-    max_tokens: int,
-    salt: str | None,
-    index: int,
-    logprobs: tuple[bool, int, int] = (False, 0, -1),
-) -> WorkRequest:
-    """`logprobs`: (return_logprob, top_logprobs_num, logprob_start_len) as the engine takes them."""
-    stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
-    return WorkRequest(
-        rid=rid,
-        input_ids=input_ids,
-        max_new_tokens=max_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
-        top_k=-1 if body.top_k is None else body.top_k,
-        min_p=body.min_p or 0.0,
-        seed=None if body.seed is None else body.seed + index,
-        stop=stop,
-        stop_token_ids=tuple(body.stop_token_ids or ()),
-        ignore_eos=body.ignore_eos,
-        cache_salt=salt,
-        # Where a router sends a prefix no worker holds yet; a single engine ignores it.
-        route_hint=getattr(body, "prompt_cache_key", None) or (body.metadata or {}).get(STATIC_PREFIX_HASH),
-        frequency_penalty=body.frequency_penalty or 0.0,
-        presence_penalty=body.presence_penalty or 0.0,
-        repetition_penalty=body.repetition_penalty or 1.0,
-        logit_bias=_logit_bias(body.logit_bias),
-        min_new_tokens=body.min_tokens,
-        return_logprob=logprobs[0],
-        top_logprobs_num=logprobs[1],
-        logprob_start_len=logprobs[2],
-    )
-
-
-def _tenant(request: Request) -> str:
-    return request.state.tenant
-
-
-def _message_text(content: Any) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    texts = []
-    for part in content:
-        if part.type != "text":
-            raise APIError(
-                400,
-                f"content parts of type '{part.type}' are not supported; send text",
-                param="messages",
-                code="unsupported_content",
-            )
-        texts.append(part.text or "")
-    return "".join(texts)
-
-
-def _template_message(message: ChatMessage) -> dict[str, Any]:
-    """What the chat template sees: role and text, plus the tool fields agents send."""
-    out: dict[str, Any] = {"role": message.role, "content": _message_text(message.content)}
-    for key in ("name", "tool_call_id", "tool_calls"):
-        value = getattr(message, key)
-        if value:
-            out[key] = value
-    return out
 
 
 async def _respond(
@@ -171,9 +74,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     """OpenAI chat completions; the prompt is the tokenizer's chat template applied to `messages`."""
     state = state_of(request)
     state.check_model(body.model)
-    _reject_unsupported(body)
+    reject_unsupported(body)
     plan = ToolPlan.of(body.tools, body.tool_choice, body.parallel_tool_calls, tool_parser_for(state))
-    messages = [_template_message(m) for m in body.messages]
+    messages = [template_message(m) for m in body.messages]
     text = render_messages(state.worker, messages, body.tools)
     input_ids = state.worker.tokenize(text, add_special_tokens=False)
     tags = RequestTags.from_metadata(body.metadata)
@@ -184,14 +87,14 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     if max_tokens is None:  # as vLLM: up to the end of the context
         max_tokens = max(1, state.worker.context_len - len(input_ids))
     logprobs = (bool(body.logprobs), body.top_logprobs or 0, -1)
-    salt = state.cache_salt(_tenant(request))
+    salt = state.cache_salt(tenant_of(request))
     jobs = [
         Job(
             "chat",
             "chat",
-            _tenant(request),
+            tenant_of(request),
             tags,
-            _work(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i, logprobs),
+            work_request(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i, logprobs),
             static,
             text,
         )
@@ -308,10 +211,10 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     before the completion; with `logprobs` every prompt token gets one too (the first null)."""
     state = state_of(request)
     state.check_model(body.model)
-    _reject_unsupported(body)
+    reject_unsupported(body)
     tags = RequestTags.from_metadata(body.metadata)
     response_id = f"cmpl-{uuid.uuid4().hex}"
-    salt = state.cache_salt(_tenant(request))
+    salt = state.cache_salt(tenant_of(request))
     logprobs = (body.logprobs is not None, body.logprobs or 0, 0 if body.echo else -1)
     jobs = []
     for p, (text, input_ids) in enumerate(_completion_prompts(state, body.prompt)):
@@ -321,8 +224,8 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
         static = estimate_static_tokens(tags.static_prefix_chars, len(text or ""), len(input_ids), measured)
         for i in range(body.n):
             index = p * body.n + i
-            work = _work(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i, logprobs)
-            jobs.append(Job("completions", "text_completion", _tenant(request), tags, work, static, text))
+            work = work_request(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i, logprobs)
+            jobs.append(Job("completions", "text_completion", tenant_of(request), tags, work, static, text))
     jobs = constrain(jobs, constraint := constraint_of(body))
     if constraint is not None:
         await precompile(state.worker, jobs[0].request)

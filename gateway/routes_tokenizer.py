@@ -10,9 +10,9 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import APIError
+from .openai_requests import template_message
 from .openai_schemas import ChatMessage, TokenId
 from .responses import ERRORS
-from .routes_openai import _template_message
 from .state import state_of
 
 router = APIRouter()
@@ -61,7 +61,7 @@ async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
         state.check_model(body.model)
     worker = state.worker
     if body.messages is not None:
-        messages = [_template_message(m) for m in body.messages]
+        messages = [template_message(m) for m in body.messages]
         tokenizer = getattr(worker, "tokenizer", None)
         if body.add_generation_prompt or not getattr(tokenizer, "chat_template", None):
             text = worker.render_chat(messages, body.tools)

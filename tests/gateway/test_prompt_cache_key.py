@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from radixgate.gateway.openai_requests import work_request
 from radixgate.gateway.openai_schemas import ChatCompletionRequest, CompletionRequest
-from radixgate.gateway.routes_openai import _work
 
 
 def test_prompt_cache_key_is_parsed_and_becomes_the_route_hint() -> None:
@@ -13,9 +13,9 @@ def test_prompt_cache_key_is_parsed_and_becomes_the_route_hint() -> None:
         {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "prompt_cache_key": "k1"}
     )
     assert chat.prompt_cache_key == "k1"
-    assert _work(chat, "r", [1, 2], 4, None, 0).route_hint == "k1"
+    assert work_request(chat, "r", [1, 2], 4, None, 0).route_hint == "k1"
     plain = CompletionRequest.model_validate({"model": "tiny", "prompt": "hi", "metadata": {"static_prefix_hash": "h"}})
-    assert plain.prompt_cache_key is None and _work(plain, "r", [1], 4, None, 0).route_hint == "h"
+    assert plain.prompt_cache_key is None and work_request(plain, "r", [1], 4, None, 0).route_hint == "h"
 
 
 def test_single_engine_gateway_accepts_the_field(client: TestClient) -> None:
