@@ -32,9 +32,7 @@ def test_engine_top_level_stays_small_and_tools_live_in_bench() -> None:
     assert misplaced == []
 
 
-# Over the 400-line limit when the limit was set, each grown by other work the same day: to be split.
-OVER_400_TO_SPLIT = {
-}
+OVER_400_TO_SPLIT: set[str] = set()  # modules allowed over 400 lines while they wait to be split (none)
 
 
 def test_no_new_module_over_400_lines() -> None:
