@@ -266,10 +266,10 @@ class KVEventRecorder:
         self.num_stored_blocks = 0
         self.num_removed_blocks = 0
 
-    def _blocks(self, node: Any) -> tuple[list[int], list[list[int]], int | None, bool]:
+    def _blocks(self, node: Any) -> tuple[list[int], list[list[int]], int | None, list[tuple[Any, ...] | None]]:
         """The blocks whose last token lies in `node`: (hashes, their tokens, the parent hash of the
-        first, whether the first is the path's first block)."""
-        path, namespace = [], None
+        first, each block's extra keys), from one walk up to the root."""
+        path = []
         walk = node
         while walk.parent is not None:
             path.append(walk.key)
@@ -293,7 +293,8 @@ class KVEventRecorder:
             if k >= first:
                 hashes.append(external_hash(parent_digest))
                 chunks.append(chunk)
-        return hashes, chunks, parent_hash, first == 0
+        extra = [first_block_extra_keys(namespace) if first + i == 0 else None for i in range(len(hashes))]
+        return hashes, chunks, parent_hash, extra
 
     @classmethod
     def attach(cls, config: KVEventsConfig | None, radix_cache: Any) -> KVEventRecorder | None:
@@ -326,12 +327,9 @@ class KVEventRecorder:
         }
 
     def stored(self, node: Any, medium: str = MEDIUM_GPU) -> None:
-        hashes, chunks, parent, is_first = self._blocks(node)
+        hashes, chunks, parent, extra = self._blocks(node)
         if not hashes:
             return
-        extra = [
-            first_block_extra_keys(self._namespace(node)) if is_first and i == 0 else None for i in range(len(hashes))
-        ]
         self.pending.append(
             BlockStored(hashes, parent, [t for c in chunks for t in c], self.block_size, None, medium, None, extra)
         )
@@ -355,12 +353,6 @@ class KVEventRecorder:
 
     def cleared(self) -> None:
         self.pending.append(AllBlocksCleared())
-
-    @staticmethod
-    def _namespace(node: Any) -> Hashable:
-        while node.parent is not None:
-            node = node.parent
-        return node.namespace
 
     def flush(self) -> None:
         """Publishes what this step recorded as one batch."""
