@@ -74,6 +74,13 @@ class EngineConfig:
     # --enable-mixed-chunk; on by default here, as in vLLM v1), so a long prompt arriving does not
     # stall the running streams (`radixgate bench mixed-chunk`).
     enable_mixed_chunk: bool = True
+    # CUDA only (model/cuda_graph.py): decode steps of up to this many requests are captured as
+    # CUDA graphs and replayed (SGLang's --cuda-graph-max-bs, --disable-cuda-graph). None: 64, or
+    # max_running_requests when smaller. Needs the Triton attention backend (with the torch backend
+    # decode runs eagerly); on CPU there is nothing to capture and setting a size is an error.
+    # Engine.stats()["cuda_graph"] says whether it is on and why not.
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
 
     def __post_init__(self) -> None:
         if self.page_size not in PAGE_SIZES:
@@ -96,6 +103,12 @@ class EngineConfig:
             raise ValueError(f"chunked_prefill_size must be at least page_size ({self.page_size})")
         if self.max_running_requests < 1:
             raise ValueError("max_running_requests must be at least 1")
+        if self.cuda_graph_max_bs is not None and self.cuda_graph_max_bs < 1:
+            raise ValueError(f"cuda_graph_max_bs must be at least 1, got {self.cuda_graph_max_bs}")
+        if self.cuda_graph_max_bs is not None and not self.device.startswith("cuda"):
+            raise ValueError(f"cuda_graph_max_bs needs a CUDA device (device is {self.device!r}): drop it")
+        if self.cuda_graph_max_bs is not None and self.disable_cuda_graph:
+            raise ValueError("cuda_graph_max_bs is set but disable_cuda_graph is on: drop one")
         if self.hicache_write_policy not in HICACHE_WRITE_POLICIES:
             raise ValueError(
                 f"hicache_write_policy must be one of {HICACHE_WRITE_POLICIES}, got {self.hicache_write_policy!r}"

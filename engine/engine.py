@@ -18,6 +18,7 @@ from .hicache.controller import build_hicache
 from .kvcache.kv_events import KVEventRecorder
 from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable
+from .model.cuda_graph import attach_decode_graphs, wants_cuda_graphs
 from .model.detokenizer import Detokenizer
 from .model.grammar import GrammarBackend
 from .model.model_runner import ModelRunner
@@ -54,7 +55,7 @@ class Engine:
         ps = config.page_size
         num_pages = self._capacity_tokens() // ps
         self.pool = KVPool(
-            num_pages * ps,
+            num_pages * ps + (ps if wants_cuda_graphs(config) else 0),  # + a scratch page for padded graph rows
             mc.num_layers,
             mc.num_kv_heads,
             mc.head_dim,
@@ -72,6 +73,7 @@ class Engine:
         self.grammars = GrammarBackend(self.tokenizer, self.vocab_size, sorted(eos))
         self.sampler.processors.append(self.grammars.apply_mask)
         self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
+        self.cuda_graph = attach_decode_graphs(config, self.runner, self.context_len + 1, scratch_slot=num_pages * ps)
 
         self._reqs: dict[str, Req] = {}
         self._rid_counter = itertools.count()
@@ -315,6 +317,8 @@ class Engine:
             "num_prefill_computed_tokens": self.runner.num_prefill_tokens,
             "num_finished_reqs": self.num_finished_reqs,
             "num_retracted_reqs": sched.num_retracted,
+            "cuda_graph": self.cuda_graph,
+            "cuda_graph_steps": self.runner.decode_graphs.num_runs if self.runner.decode_graphs else 0,
             "available_tokens": cm.available_tokens,
             "evictable_tokens": cm.evictable_tokens,
             "protected_tokens": cm.protected_tokens,

@@ -28,6 +28,8 @@ ENGINE_FLAGS = (
     "disable_radix_cache",
     "attention_backend",
     "max_running_requests",
+    "cuda_graph_max_bs",
+    "disable_cuda_graph",
     "enable_hicache",
     "hicache_ratio",
     "hicache_storage_dir",
@@ -64,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--disable-radix-cache", action="store_true", default=None)
     e.add_argument("--attention-backend", default=None)
     e.add_argument("--max-running-requests", type=int, default=None)
+    e.add_argument("--cuda-graph-max-bs", type=int, default=None, help="decode batch sizes captured as CUDA graphs")
+    e.add_argument("--disable-cuda-graph", action="store_true", default=None, help="run decode steps eagerly")
     e.add_argument("--enable-hicache", action="store_true", default=None, help="spill KV to host memory / disk")
     e.add_argument("--hicache-ratio", type=float, default=None, help="host tier size / device tier size")
     e.add_argument("--hicache-storage-dir", default=None, help="folder for the disk tier")

@@ -9,7 +9,9 @@
 #      tokens, Llama-3.1-8B attention shapes) and extend attention's throughput;
 #   4. runs the engine end to end on a Llama-3.1-8B-shaped random-weight checkpoint in bf16,
 #      with 16-bit and with FP8 KV;
-#   5. prints the FP8 quality figures with the Triton backend on CUDA.
+#   5. prints the FP8 quality figures with the Triton backend on CUDA;
+#   6. checks decode steps replayed as CUDA graphs against eager decode (token equality on the tiny
+#      model, tokens/s on the 8B shape at batch 1, 8, 32, 64).
 # Every step runs even if an earlier one failed; logs and a summary go to $OUT (gpu_results/).
 #
 #   bash scripts/gpu_check.sh                 # everything
@@ -19,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv-gpu}
 OUT=${OUT:-gpu_results}
-STEPS=${STEPS:-"tests kernels engine quality"}
+STEPS=${STEPS:-"tests kernels engine quality cuda_graph"}
 PY="$VENV/bin/python"
 mkdir -p "$OUT"
 declare -A STATUS
@@ -78,9 +80,10 @@ run_step kernels "$PY" -m radixgate.bench.kernels --batch 64 --context 4096
 run_step engine "$PY" -m radixgate.bench.gpu_engine --shape 8b --num-requests 64 --prompt-len 1024 --shared-prefix 512 \
     --output-len 128
 run_step quality "$PY" -m radixgate.bench.fp8_quality --device cuda --attention-backend triton
+run_step cuda_graph "$PY" -m radixgate.bench.cuda_graph --shape 8b --batch-sizes 1 8 32 64 --output-len 64
 
 echo "=== summary (logs in $OUT/)"
 for name in $STEPS; do
     echo "$name: ${STATUS[$name]:-skipped}"
 done | tee "$OUT/summary.txt"
-grep -h "^decode .*of copy\|^RESULT\|passed\|failed\|^kv \|^tiny\|^fp8-quality" "$OUT"/*.log 2>/dev/null | cut -c1-400
+grep -h "^decode .*of copy\|^RESULT\|passed\|failed\|^kv \|^tiny\|^fp8-quality\|^cuda-graph" "$OUT"/*.log 2>/dev/null | cut -c1-400

@@ -20,6 +20,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
     ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
     ("bench", "gpu-engine"): ("radixgate.bench.gpu_engine", "the engine on an 8B-shaped checkpoint, 16-bit vs FP8 KV"),
+    ("bench", "cuda-graph"): ("radixgate.bench.cuda_graph", "decode as CUDA graphs vs eager: equality, tokens/s"),
     ("bench", "fp8-quality"): ("radixgate.bench.fp8_quality", "FP8 vs full-precision KV: logits and greedy tokens"),
     ("bench", "compile-check"): ("radixgate.bench.compile_check", "compile the Triton kernels for a GPU, without one"),
     ("bench", "gateway"): ("radixgate.bench.gateway", "gateway overhead: in-process engine vs loopback HTTP"),

@@ -10,6 +10,7 @@ from ..kvcache.slot_table import SlotTable
 from ..models.llama import LlamaForCausalLM
 from ..scheduler.scheduler import Batch
 from .attention import ForwardContext, create_backend
+from .cuda_graph import DecodeGraphRunner
 from .logprobs import PromptSpan, prompt_spans, record_prompt_logprobs
 
 
@@ -22,6 +23,7 @@ class ModelRunner:
         self.backend = create_backend(attention_backend, pool)
         self.num_forward_tokens = 0  # tokens run through the model since start (prefill + decode)
         self.num_prefill_tokens = 0
+        self.decode_graphs: DecodeGraphRunner | None = None  # set by the engine on CUDA (cuda_graph.py)
 
     def _tensor(self, data: list[int]) -> torch.Tensor:
         return torch.tensor(data, dtype=torch.int64, device=self.device)
@@ -31,6 +33,10 @@ class ModelRunner:
         """Returns (logits [n, vocab], the n requests they belong to): one row per request whose
         computed tokens reach its last token this step (a mid-prompt chunk samples nothing)."""
         reqs = batch.reqs
+        if batch.is_decode and self.decode_graphs is not None:
+            graphed = self._decode_graphed(reqs)
+            if graphed is not None:
+                return graphed, list(reqs)
         rows = self._tensor([r.table_row() for r in reqs])
         starts = [r.num_computed for r in reqs]
         ext = [r.extend_len for r in reqs]
@@ -76,3 +82,24 @@ class ModelRunner:
             logits = logits[: len(sampled)]
         self.num_forward_tokens += int(input_ids.numel())
         return logits, [reqs[i] for i in sampled]
+
+    def _decode_graphed(self, reqs: list) -> torch.Tensor | None:
+        """A decode step through the graph runner, its metadata built without reading anything back
+        from the device; None when the batch does not fit the runner's buffers."""
+        graphs = self.decode_graphs
+        assert graphs is not None
+        kv_lens = [r.num_computed + 1 for r in reqs]
+        total = sum(kv_lens)
+        if not graphs.can_run(len(reqs), total):
+            return None
+        rows = self._tensor([r.table_row() for r in reqs])
+        positions = self._tensor([r.num_computed for r in reqs])
+        lens = self._tensor(kv_lens)
+        table = self.slot_table.table
+        owner = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), lens, output_size=total)
+        starts = torch.cumsum(lens, 0) - lens
+        kv_indices = table[rows[owner], torch.arange(total, device=self.device) - starts[owner]]
+        out_slots = table[rows, positions]
+        logits = graphs.run(self._tensor([r.last_token_id for r in reqs]), positions, out_slots, kv_lens, kv_indices)
+        self.num_forward_tokens += len(reqs)
+        return logits
