@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
+from radixgate.bench.lint_realworld_sites import attach_refs
 from radixgate.linter.runner import lint_paths
 from radixgate.linter.settings import Settings
 
@@ -104,7 +105,20 @@ def match(finding: dict, labels: dict[tuple[str, str], list[dict]]) -> dict | No
     return min(spans, key=lambda lab: lab["end_line"] - lab["line"]) if spans else None
 
 
+def referring(finding: dict, labels: list[dict]) -> list[dict]:
+    """Labels whose site uses the template text that holds `finding` (their `refs`)."""
+    return [
+        lab
+        for lab in labels
+        if lab["repo"] == finding["repo"]
+        and any(p == finding["path"] and a <= finding["line"] <= b for p, a, b in lab.get("refs", []))
+    ]
+
+
 def score(name: str, repos: list[str], files: int, findings: list[dict], labels: list[dict]) -> tuple[Row, list]:
+    """A finding counts once for precision: by the narrowest label whose span holds it, else by the labels
+    whose sites use the template holding it (right if any of them is a breaker). A breaker site is caught
+    by a finding in its span or in the template text it uses."""
     by_file: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for lab in labels:
         by_file[(lab["repo"], lab["path"])].append(lab)
@@ -112,12 +126,18 @@ def score(name: str, repos: list[str], files: int, findings: list[dict], labels:
     unlabeled = []
     hit: set[int] = set()
     for f in findings:
+        users = [lab for lab in referring(f, labels) if lab["verdict"] != "unclear"]
+        hit.update(id(lab) for lab in users)
+        hit.update(id(lab) for lab in by_file[(f["repo"], f["path"])] if lab["line"] <= f["line"] <= lab["end_line"])
         lab = match(f, by_file)
-        if lab is None or lab["verdict"] == "unclear":
+        if lab is not None and lab["verdict"] != "unclear":
+            hit.add(id(lab))
+            verdicts = [lab["verdict"]]
+        else:
+            verdicts = [u["verdict"] for u in users]
+        if not verdicts:
             unlabeled.append(f)
-            continue
-        hit.add(id(lab))
-        if lab["verdict"] == "breaker":
+        elif "breaker" in verdicts:
             tp += 1
         else:
             fp += 1
@@ -158,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extract", type=Path, metavar="MIRROR", help="first write the sources from git mirrors")
     parser.add_argument("--data", type=Path, default=DATA, help="provenance and labels folder")
     parser.add_argument("--verbose", "-v", action="store_true", help="list findings and missed breakers")
+    parser.add_argument(
+        "--half", choices=("both", "dev", "test"), default="both", help="lint one half only (develop on dev)"
+    )
     args = parser.parse_args(argv)
     if args.sources is None:
         print("error: pass --sources DIR (or set RADIXGATE_REALWORLD_SOURCES)", file=sys.stderr)
@@ -178,18 +201,26 @@ def main(argv: list[str] | None = None) -> int:
     test_labels = read_jsonl(args.data / "labels_test.jsonl")
     after_labels = read_jsonl(args.data / "labels_test_after.jsonl")
     dev_labels = read_jsonl(args.data / "labels_dev.jsonl")
+    attach_refs(args.sources, test_labels + after_labels + dev_labels)
     test_repos = sorted(r for r, s in split.items() if s == "test")
     dev_repos = sorted(r for r, s in split.items() if s == "dev")
-    before, _ = score("test, before", test_repos, files["test"], before_findings(test_labels), test_labels)
-    rows.append(before)
     started = time.perf_counter()
-    found, lines = lint_repos(args.sources, test_repos, Settings())
-    after_all = test_labels + [dict(lab, recall=False) for lab in after_labels]
-    test_row, test_unlabeled = score("test, now", test_repos, files["test"], found, after_all)
-    rows.append(test_row)
-    dev_found, dev_lines = lint_repos(args.sources, dev_repos, Settings())
-    dev_row, dev_unlabeled = score("dev, now", dev_repos, files["dev"], dev_found, dev_labels)
-    rows.append(dev_row)
+    found: list[dict] = []
+    dev_found: list[dict] = []
+    lines = dev_lines = 0
+    test_unlabeled: list[dict] = []
+    dev_unlabeled: list[dict] = []
+    if args.half != "dev":
+        before, _ = score("test, before", test_repos, files["test"], before_findings(test_labels), test_labels)
+        rows.append(before)
+        found, lines = lint_repos(args.sources, test_repos, Settings())
+        after_all = test_labels + [dict(lab, recall=False) for lab in after_labels]
+        test_row, test_unlabeled = score("test, now", test_repos, files["test"], found, after_all)
+        rows.append(test_row)
+    if args.half != "test":
+        dev_found, dev_lines = lint_repos(args.sources, dev_repos, Settings())
+        dev_row, dev_unlabeled = score("dev, now", dev_repos, files["dev"], dev_found, dev_labels)
+        rows.append(dev_row)
     elapsed = time.perf_counter() - started
     sys.stdout.write(table(rows))
     print(f"({lines + dev_lines:,} lines linted in {elapsed:.1f} s; precision counts labeled findings only)")
@@ -197,15 +228,18 @@ def main(argv: list[str] | None = None) -> int:
         for name, unlabeled in (("test", test_unlabeled), ("dev", dev_unlabeled)):
             for f in unlabeled:
                 print(f"  unlabeled {name}: {f['repo']} {f['path']}:{f['line']} {f['code']} {f.get('message', '')}")
-        by_file: dict[tuple[str, str], list[dict]] = defaultdict(list)
-        for f in found:
-            by_file[(f["repo"], f["path"])].append(f)
-        for lab in test_labels:
-            if lab["verdict"] == "breaker" and not any(
-                lab["line"] <= f["line"] <= lab["end_line"] for f in by_file[(lab["repo"], lab["path"])]
-            ):
-                print(f"  missed: {lab['repo']} {lab['path']}:{lab['line']} {lab['reason']}")
-        for f in found:
+        halves = [(test_labels, found)] if args.half != "dev" else []
+        halves += [(dev_labels, dev_found)] if args.half != "test" else []
+        for labels, findings in halves:
+            for lab in labels:
+                spans = [(lab["path"], lab["line"], lab["end_line"]), *lab.get("refs", [])]
+                if lab["verdict"] == "breaker" and not any(
+                    f["repo"] == lab["repo"] and p == f["path"] and a <= f["line"] <= b
+                    for f in findings
+                    for p, a, b in spans
+                ):
+                    print(f"  missed: {lab['repo']} {lab['path']}:{lab['line']} {lab['reason']}")
+        for f in found + dev_found:
             print(f"  finding: {f['repo']} {f['path']}:{f['line']} {f['code']} {f['message']}")
     return 0
 
