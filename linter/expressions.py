@@ -103,10 +103,10 @@ class Evaluator:
         if dynamic and self.defining:  # a template's own site: the filling call reports this value
             return unknown(node, key)
         if dynamic:
-            return tuple(p._replace(node=node, label=key) for p in derive(dynamic[0], node))
+            return _here(derive(dynamic[0], node), node, key)
         flawed = [s for s in shapes if any(p.flaws for p in s)]
         if flawed:  # KV2xx flaws travel through placeholders as taint does
-            return tuple(p._replace(node=node, label=key) for p in derive(flawed[0], node))
+            return _here(derive(flawed[0], node), node, key)
         docs = [p for s in shapes for p in s if p.kind is Kind.DOC]
         if docs:
             return value(Kind.DOC, max(p.change for p in docs), node, key)
@@ -363,3 +363,8 @@ def locate(module: Module, holder: ast.expr, needle: str) -> ast.AST:
             spot.holder_end = end  # type: ignore[attr-defined]  # where a noqa may sit
             return spot
     return holder
+
+
+def _here(shape: Shape, node: ast.AST, key: str) -> Shape:
+    """A value filled elsewhere (maybe in another module), reported at the placeholder `node`."""
+    return tuple(p._replace(node=node, label=key, flaws=tuple(f._replace(node=node) for f in p.flaws)) for p in shape)

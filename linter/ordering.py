@@ -69,7 +69,8 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
             in_prefix = role in ("tools", "system") or _cacheable_after(rest, min_lost_tokens)
             if (flaw.always or in_prefix) and not (broken and site.confidence != "high"):
                 findings.append(Finding(flaw.code, flaw.node, {"label": flaw.label}, None))
-        broken = broken or (part.is_dynamic and part.change is Change.PER_REQUEST)
+        # In a template read on its own (low confidence) any input before a flaw already ends the prefix.
+        broken = broken or (part.is_dynamic and (part.change is Change.PER_REQUEST or site.confidence != "high"))
     return findings
 
 
