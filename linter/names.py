@@ -9,6 +9,7 @@ Two kinds of evidence, in decreasing strength:
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 
@@ -246,3 +247,18 @@ def strftime_change(fmt: str) -> Change:
 def matches(qualname: str, names: tuple[str, ...]) -> bool:
     """Whether `qualname` is one of `names` (an entry ending in "." matches a whole module)."""
     return any(qualname == n or (n.endswith(".") and qualname.startswith(n)) for n in names)
+
+
+def is_configuration(value: ast.expr) -> bool:
+    """A filling that reads configuration, not the request: a literal, a module constant
+    (`FENCE`, `settings.FENCE`), or an instance's setting (`self.fence`, `self.prompts.reminder`)."""
+    if isinstance(value, ast.Constant):
+        return True
+    root = value
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    if root.id in ("self", "cls"):
+        return isinstance(value, ast.Attribute)
+    return root.id.isupper() or (isinstance(value, ast.Attribute) and value.attr.isupper())

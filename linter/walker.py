@@ -285,7 +285,7 @@ class Walker:
             module.fillings.setdefault(key, []).append(shape)
             if module.project is not None:
                 module.project.fillings.setdefault(key, []).append(shape)
-            if not scope.is_module:  # filled on each call of a function, not once at import
+            if not scope.is_module and not names.is_configuration(value):  # filled per call, not once at import
                 module.call_filled.add(key)
                 if module.project is not None:
                     module.project.call_filled.add(key)

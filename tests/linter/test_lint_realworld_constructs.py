@@ -331,3 +331,57 @@ def test_explicit_files_read_imports_for_summaries_but_report_only_themselves(tm
     result = lint_paths([str(root / "svc" / "handler.py")], Settings())
     assert _codes(result) == [("handler.py", "KV101")]  # llm.py read, its own finding not reported
     assert "sent by `ask_model()`" in result.violations[0].message
+
+
+def test_a_placeholder_filled_from_configuration_is_not_per_request():
+    # `{fence}` is chosen once per instance (or is a module constant): the prefix is the same on every call.
+    assert_lints(
+        f"""
+        EDIT_PROMPT = "Wrap code in {{fence}}. {LONG} Request: {{request}}"
+        FENCE = "```"
+
+        class Coder:
+            def __init__(self, fence):
+                self.fence = fence
+
+            def messages(self, request):
+                a = EDIT_PROMPT.format(fence=self.fence, request=request)
+                b = EDIT_PROMPT.format(fence=FENCE, request=request)
+                return [a, b]
+        """
+    )
+    # The same template filled with a per-call value is still reported.
+    assert_lints(
+        f"""
+        EDIT_PROMPT = "Wrap code in {{fence}}. {LONG} Request: {{request}}"
+
+        def messages(fence, request):
+            return EDIT_PROMPT.format(fence=fence, request=request)
+        """,
+        "KV101",
+    )
+
+
+def test_a_flaw_filled_in_another_module_is_reported_inside_the_template_file(tmp_path):
+    root = _project(
+        tmp_path,
+        {
+            "app/prompts.py": f'RULES_PROMPT = """Rules:\\n{{rules}}\\n{LONG}"""\n',
+            "app/review.py": """
+                from app.prompts import RULES_PROMPT
+
+                RULES = {"no print calls", "no bare except"}
+
+                def review(diff):
+                    return [RULES_PROMPT.format(rules="\\n".join(RULES)), diff]
+                """,
+        },
+    )
+    result = lint_paths([str(root)], Settings())
+    lines = {
+        Path(v.filename).name: len((root / "app" / Path(v.filename).name).read_text().splitlines())
+        for v in result.violations
+    }
+    for v in result.violations:
+        assert v.row <= lines[Path(v.filename).name], f"{v.filename}:{v.row} is past the end of the file"
+    assert [(Path(v.filename).name, v.code) for v in result.violations] == [("prompts.py", "KV202")]
