@@ -26,7 +26,7 @@ from .rules import (
     ShortStaticPrefix,
     TurnBeforeDocuments,
 )
-from .scope import Elsewhere, Module, ParamRef, Scope
+from .scope import Elsewhere, Module, ParamRef, Scope, functions_in
 from .settings import Settings
 from .shape import Kind
 from .sinks import Site
@@ -135,10 +135,8 @@ def start_walk(parsed: Parsed, on_site: Callable[[Site], None]) -> Walker:
 def finish_walk(parsed: Parsed, walker: Walker) -> None:
     """Read every function (methods knowing their class), then the templates."""
     module = parsed.module
-    hot_classes = {
-        cls for fn, cls in _functions(parsed.tree.body, None) if cls and module.is_hot(fn.lineno, fn.end_lineno or 0)
-    }
-    for fn, cls in _functions(parsed.tree.body, None):
+    hot_classes = {cls for fn, cls in functions_of(parsed) if cls and module.is_hot(fn.lineno, fn.end_lineno or 0)}
+    for fn, cls in functions_of(parsed):
         # `__init__` of a class with a prompt method: the values it stores on `self` matter.
         if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno) or (fn.name == "__init__" and cls in hot_classes):
             walker.function = fn.name
@@ -182,17 +180,11 @@ def violations_for(sites: list[Site], parsed: Parsed, filename: str, settings: S
     return violations
 
 
-def _functions(
-    body: list[ast.stmt], cls: str | None
-) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]]:
-    for stmt in body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            yield stmt, cls
-            yield from _functions(stmt.body, None)
-        elif isinstance(stmt, ast.ClassDef):
-            yield from _functions(stmt.body, stmt.name)
-        elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
-            yield from _functions(stmt.body, cls)
+def functions_of(parsed: Parsed) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]]:
+    """Every function of the module with its class (None for plain functions), listed once."""
+    if parsed.module.all_functions is None:
+        parsed.module.all_functions = list(functions_in(parsed.tree.body, None))
+    return parsed.module.all_functions
 
 
 def _hot_prefix(low: str, num_lines: int, extra: tuple[str, ...] = ()) -> list[int]:

@@ -17,9 +17,10 @@ def project_root(path: Path) -> Path:
     return start
 
 
-def module_name(path: Path, root: Path) -> str:
+def module_name(path: Path, root: Path, resolved: Path | None = None) -> str:
+    """`path`'s dotted name under `root` (`resolved`: `path.resolve()`, when already known)."""
     try:
-        rel = path.resolve().relative_to(root.resolve())
+        rel = (resolved or path.resolve()).relative_to(root.resolve())
     except ValueError:
         return path.stem
     parts = list(rel.with_suffix("").parts)

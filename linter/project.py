@@ -23,9 +23,9 @@ from pathlib import Path
 from .checker import (
     Parsed,
     ParseFailure,
-    _functions,
     _hot_prefix,
     finish_walk,
+    functions_of,
     parameters,
     parse,
     start_walk,
@@ -97,7 +97,7 @@ class Project:
         parts = module.name.split(".") if module.name else [path.stem]
         for i in range(len(parts)):
             self.modules.setdefault(".".join(parts[i:]), []).append(module)
-        for fn, cls in _functions(parsed.tree.body, None):
+        for fn, cls in functions_of(parsed):
             key = (module.name, cls, fn.name)
             self.functions.setdefault(key, fn)
             self.owners.setdefault(key, module)

@@ -4,6 +4,7 @@ another are followed; findings are reported only for the files asked about."""
 from __future__ import annotations
 
 import ast
+import gc
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,19 +29,34 @@ class Result(NamedTuple):
 
 def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False) -> Result:
     """Lint `paths` as one project. Folders: every Python file under them. Explicit files: those
-    files, with the project modules they import read for summaries only."""
+    files, with the project modules they import read for summaries only.
+
+    The cyclic garbage collector is paused meanwhile: the trees and summaries stay alive until the
+    end anyway, and its passes over them took a third of the time (nothing is lost: what is cyclic
+    is collected once it is back on)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint_paths(paths, settings, force_exclude)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Result:
     from .cli import iter_files
 
     report = list(iter_files(paths, settings, force_exclude))
     context: dict[Path, tuple[Path, bool]] = {}  # resolved -> (path, reported)
     roots: dict[Path, Path] = {}
+    resolved_of: dict[Path, Path] = {path: path.resolve() for path in report}
     for path in report:
-        context[path.resolve()] = (path, True)
+        context[resolved_of[path]] = (path, True)
     explicit = [Path(p) for p in paths if Path(p).is_file()]
     for raw in paths:
         if Path(raw).is_dir():
             for path in report:
-                roots.setdefault(path.resolve(), Path(raw))
+                roots.setdefault(resolved_of[path], Path(raw))
     for path in explicit:
         roots.setdefault(path.resolve(), project_root(path))
     project = Project()
@@ -62,10 +78,11 @@ def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False
                 roots[resolved] = root
                 context[resolved] = (candidate, False)
                 order.append(candidate)
+                resolved_of[candidate] = resolved
                 if depth + 1 < _IMPORT_DEPTH:
                     queue.append((candidate, depth + 1))
     for path in order:
-        resolved = path.resolve()
+        resolved = resolved_of.get(path) or path.resolve()
         _, reported = context[resolved]
         try:
             source = path.read_text(encoding="utf-8")
@@ -77,7 +94,7 @@ def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False
             lines += source.count("\n") + 1
         root = roots.get(resolved, path.parent)
         try:
-            parsed = parse(source, path.as_posix(), module_name(path, root))
+            parsed = parse(source, path.as_posix(), module_name(path, root, resolved))
         except ParseFailure as exc:
             if reported:
                 failures.append(str(exc))
@@ -87,7 +104,7 @@ def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False
         if parsed is not None:
             project.add(path, parsed, reported)
         else:
-            project.defer(path, source, module_name(path, root), reported)
+            project.defer(path, source, module_name(path, root, resolved), reported)
     try:
         project.run()
     except RecursionError:  # a limit of the analysis on some deeply nested file

@@ -4,6 +4,7 @@ the function being read (its local values and lists)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,7 @@ class Module:
     imported_literals: dict[str, str] = field(default_factory=dict)
     imported_constants: dict[str, Shape] = field(default_factory=dict)
     template_constants: list[tuple[str, ast.Constant]] = field(default_factory=list)  # module-level
+    all_functions: list | None = None  # every (function, class or None), read once (`checker.functions_of`)
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""
@@ -144,3 +146,16 @@ def dotted(node: ast.expr) -> str | None:
             return None
     parts = [p for p in parts if p not in ("self", "cls")]
     return ".".join(reversed(parts)) if parts else None
+
+
+def functions_in(
+    body: list[ast.stmt], cls: str | None
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]]:
+    for stmt in body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield stmt, cls
+            yield from functions_in(stmt.body, None)
+        elif isinstance(stmt, ast.ClassDef):
+            yield from functions_in(stmt.body, stmt.name)
+        elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
+            yield from functions_in(stmt.body, cls)
