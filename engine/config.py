@@ -74,6 +74,8 @@ class EngineConfig:
     # --enable-mixed-chunk; on by default here, as in vLLM v1), so a long prompt arriving does not
     # stall the running streams (`radixgate bench mixed-chunk`).
     enable_mixed_chunk: bool = True
+    # Tensor parallelism (SGLang's --tp-size): the model split over this many ranks (engine/distributed/).
+    tp_size: int = 1
     # CUDA only (model/cuda_graph.py): decode steps of up to this many requests are captured as
     # CUDA graphs and replayed (SGLang's --cuda-graph-max-bs, --disable-cuda-graph). None: 64, or
     # max_running_requests when smaller. Needs the Triton attention backend (with the torch backend
@@ -81,6 +83,9 @@ class EngineConfig:
     # Engine.stats()["cuda_graph"] says whether it is on and why not.
     cuda_graph_max_bs: int | None = None
     disable_cuda_graph: bool = False
+    # Decode step N+1 launched before step N's tokens are read back (scheduler/overlap.py; SGLang's
+    # overlap scheduler). Off by default until measured on a GPU, where it hides the host's work.
+    enable_overlap_schedule: bool = False
 
     def __post_init__(self) -> None:
         if self.page_size not in PAGE_SIZES:
@@ -123,6 +128,10 @@ class EngineConfig:
             if self.disable_radix_cache:
                 raise ValueError("KV events describe the radix cache: drop disable_radix_cache to publish them")
             self.kv_events()  # a malformed config fails here, saying what to fix
+        if not isinstance(self.tp_size, int) or self.tp_size < 1:
+            raise ValueError(f"tp_size must be an integer >= 1, got {self.tp_size!r}")
+        if self.tp_size > 1 and self.enable_hicache:
+            raise ValueError("enable_hicache is not supported with tp_size > 1 yet (each rank's tiers): drop one")
         if self.enable_hicache and self.disable_radix_cache:
             raise ValueError("enable_hicache needs the radix cache: drop disable_radix_cache")
         if self.hicache_storage_dir is not None and not self.enable_hicache:

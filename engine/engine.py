@@ -14,6 +14,8 @@ import torch
 
 from .bridge import AbortRequest, AddRequest, CallInLoop, Inbox, LoopThread, Message, Wake, asyncio_listener
 from .config import EngineConfig, SamplingParams, num_threads
+from .distributed.layers import check_tp_shape, local_kv_heads
+from .distributed.tensor_parallel import TensorParallel
 from .hicache.controller import build_hicache
 from .kvcache.kv_events import KVEventRecorder
 from .kvcache.kv_pool import KVPool
@@ -27,8 +29,9 @@ from .model.sampler import Sampler
 from .models.loader import load_model, load_tokenizer, read_config
 from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
 from .scheduler.cache_manager import CacheManager
+from .scheduler.overlap import RunAhead
 from .scheduler.request import GenerateOutput, Req, ReqStatus, StreamDelta, check_request
-from .scheduler.scheduler import Scheduler
+from .scheduler.scheduler import Batch, Scheduler
 
 _CPU_KV_BUDGET_BYTES = 512 << 20  # default pool size on CPU when max_total_tokens is not given
 
@@ -42,8 +45,11 @@ class Engine:
         path = ensure_tiny_checkpoint() if config.model_path == TINY_NAME else config.model_path
         self.model_name = TINY_NAME if config.model_path == TINY_NAME else os.path.basename(path.rstrip("/"))
         self.model_config = mc = read_config(path)
+        check_tp_shape(mc, config.tp_size)  # a model that cannot be split fails before any rank starts
         torch.manual_seed(config.random_seed)
-        model, self.checkpoint_kv_scales = load_model(path, config.torch_dtype, config.device)
+        self.tensor_parallel = tp = TensorParallel(config, path) if config.tp_size > 1 else None
+        loaded = tp.load_model() if tp else load_model(path, config.torch_dtype, config.device)
+        model, self.checkpoint_kv_scales = loaded
         self.tokenizer = load_tokenizer(path)
         self.detokenizer = Detokenizer(self.tokenizer)
         self.context_len = mc.max_position_embeddings
@@ -57,12 +63,14 @@ class Engine:
         self.pool = KVPool(
             num_pages * ps + (ps if wants_cuda_graphs(config) else 0),  # + a scratch page for padded graph rows
             mc.num_layers,
-            mc.num_kv_heads,
+            local_kv_heads(mc, config.tp_size),  # each rank's pool: its share of the KV heads
             mc.head_dim,
             config.kv_torch_dtype,
             config.device,
             self.checkpoint_kv_scales,
         )
+        if tp is not None:
+            tp.start_ranks(self.pool.num_slots)  # same slots on every rank: the scheduler's indices address all
         self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
@@ -75,6 +83,7 @@ class Engine:
         self.runner = ModelRunner(model, self.pool, self.slot_table, config.attention_backend)
         self.cuda_graph = attach_decode_graphs(config, self.runner, self.context_len + 1, scratch_slot=num_pages * ps)
 
+        self.run_ahead = RunAhead(self) if config.enable_overlap_schedule else None
         self._reqs: dict[str, Req] = {}
         self._rid_counter = itertools.count()
         self._inbox = Inbox()
@@ -89,7 +98,8 @@ class Engine:
         if self.config.max_total_tokens is not None:
             return self.config.max_total_tokens
         mc, cfg = self.model_config, self.config
-        per_token = KVPool.bytes_per_token(mc.num_layers, mc.num_kv_heads, mc.head_dim, cfg.kv_torch_dtype)
+        kv_heads = local_kv_heads(mc, cfg.tp_size)  # per rank: its share of the KV heads in the same budget
+        per_token = KVPool.bytes_per_token(mc.num_layers, kv_heads, mc.head_dim, cfg.kv_torch_dtype)
         if cfg.device.startswith("cuda"):
             free, _ = torch.cuda.mem_get_info()
             budget = int(free * cfg.mem_fraction_static)
@@ -138,21 +148,29 @@ class Engine:
     # ---- the loop -----------------------------------------------------------------------------
     def step(self) -> bool:
         """One scheduling round; returns False when there was nothing to run."""
-        batch = self.scheduler.schedule()
-        if batch is not None:
-            logits, sampled_reqs = self.runner.forward(batch)
-            next_ids = self.sampler(logits, sampled_reqs) if sampled_reqs else []
-            self.grammars.accept(sampled_reqs, next_ids)
-            self.scheduler.process_result(batch, {id(r): t for r, t in zip(sampled_reqs, next_ids, strict=False)})
-            self.num_generation_tokens += len(sampled_reqs)
-            for req in sampled_reqs:
-                self._after_token(req)
+        if self.run_ahead is not None:  # overlap scheduling (scheduler/overlap.py)
+            ran = self.run_ahead.step()
+        else:
+            batch = self.scheduler.schedule()
+            if batch is not None:
+                self.run_batch(batch)
+            ran = batch is not None
         for req in self.scheduler.forced_finished:
             self._finish(req)
         self.scheduler.forced_finished.clear()
         if self.kv_events is not None:
             self.kv_events.flush()  # this step's tree changes, as one event batch
-        return batch is not None
+        return ran
+
+    def run_batch(self, batch: Batch) -> None:
+        """Forward, sample, and apply the tokens: the synchronous step."""
+        logits, sampled_reqs = self.runner.forward(batch)
+        next_ids = self.sampler(logits, sampled_reqs) if sampled_reqs else []
+        self.grammars.accept(sampled_reqs, next_ids)
+        self.scheduler.process_result(batch, {id(r): t for r, t in zip(sampled_reqs, next_ids, strict=False)})
+        self.num_generation_tokens += len(sampled_reqs)
+        for req in sampled_reqs:
+            self._after_token(req)
 
     def _after_token(self, req: Req) -> None:
         if not req.tracks_text:
@@ -164,17 +182,7 @@ class Engine:
             self._finish(req, text)
             return
         if req.on_update is not None:
-            req.on_update(req, self._delta(req, text, None))
-
-    @staticmethod
-    def _delta(req: Req, text: str, result: GenerateOutput | None) -> StreamDelta:
-        """The tokens (and their logprobs) not sent yet; marks them sent."""
-        sent, req.num_sent_tokens = req.num_sent_tokens, len(req.output_ids)
-        delta = StreamDelta(req.output_ids[sent:], text, result is not None, result)
-        if req.logprobs is not None:
-            delta.token_logprobs = req.logprobs.output[sent:]
-            delta.top_logprobs = req.logprobs.output_top[sent:]
-        return delta
+            req.on_update(req, req.take_delta(text, None))
 
     def _finish(self, req: Req, last_text: str | None = None) -> None:
         self.scheduler.remove(req)
@@ -189,7 +197,7 @@ class Engine:
         self._reqs.pop(req.rid, None)
         self.num_finished_reqs += 1
         if req.on_update is not None:
-            req.on_update(req, self._delta(req, last_text, req.result))
+            req.on_update(req, req.take_delta(last_text, req.result))
 
     def _abort_now(self, rid: str) -> None:
         req = self._reqs.get(rid)
@@ -287,6 +295,8 @@ class Engine:
             while not finished:
                 delta = await deltas.get()
                 finished = delta.finished
+                if finished and self.fatal_error:  # the loop died under this request (a rank, say): loudly
+                    raise RuntimeError(self.fatal_error)
                 yield delta
         finally:
             if not finished:
@@ -308,6 +318,7 @@ class Engine:
             "cache_hit_rate": hits / queries if queries else 0.0,
             "token_usage": held / cap,
             "max_total_num_tokens": cap,
+            **{"tp_size": self.config.tp_size, "kv_heads_per_rank": self.pool.num_kv_heads},  # capacity per rank
             "num_running_reqs": sched.num_running,
             "num_waiting_reqs": len(sched.waiting),
             "prefix_cache_queries": queries,
@@ -319,6 +330,7 @@ class Engine:
             "num_retracted_reqs": sched.num_retracted,
             "cuda_graph": self.cuda_graph,
             "cuda_graph_steps": self.runner.decode_graphs.num_runs if self.runner.decode_graphs else 0,
+            "overlap_steps": self.run_ahead.num_launched if self.run_ahead else 0,
             "available_tokens": cm.available_tokens,
             "evictable_tokens": cm.evictable_tokens,
             "protected_tokens": cm.protected_tokens,
@@ -375,3 +387,5 @@ class Engine:
         if self.kv_events is not None:
             self.kv_events.close()
             self.kv_events = None
+        if self.tensor_parallel is not None:
+            self.tensor_parallel.shutdown()

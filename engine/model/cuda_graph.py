@@ -42,6 +42,8 @@ def attach_decode_graphs(config: EngineConfig, runner: Any, max_context_len: int
         return "off: not a CUDA device"
     if config.disable_cuda_graph:
         return "off: disable_cuda_graph"
+    if config.tp_size > 1:  # each step's batch goes to the other ranks by pipe and broadcast, outside any graph
+        return "off: tensor parallelism"
     if runner.backend.name != "triton":
         return f"off: the {runner.backend.name} attention backend reads KV lengths back every step"
     max_bs = config.cuda_graph_max_bs or min(64, config.max_running_requests)

@@ -1,0 +1,129 @@
+"""Rank 0's side of tensor parallelism: starts ranks 1..N-1, hands them every step's batch, checks
+they are alive, stops them.
+
+Rank 0 runs the whole engine (scheduler, radix cache, page allocator, slot table): one scheduler
+decides for every rank and the slot indices it hands out address the same slots in every rank's
+KV pool, each pool holding that rank's KV heads."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import weakref
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+
+import torch
+
+from ..config import EngineConfig
+from ..model.attention import ForwardContext
+from .group import TPGroup
+from .layers import ParallelLlamaForCausalLM
+from .rank_worker import pack_batch, rank_device, rank_main
+from .shard_loader import load_shard
+
+STARTUP_TIMEOUT_S = 600.0  # loading a shard of a large checkpoint
+STOP_TIMEOUT_S = 5.0
+
+
+class TensorParallel:
+    """`tp = TensorParallel(config, path)` spawns ranks 1..N-1, which load their shards meanwhile;
+    `model, scales = tp.load_model()` is rank 0's shard; `tp.start_ranks(num_slots)` once the pool's
+    size is known; `tp.shutdown()` when the engine stops (or when `tp` is dropped, at the latest)."""
+
+    def __init__(self, config: EngineConfig, path: str):
+        self.config, self.path = config, path
+        self.device = rank_device(config.device, 0)
+        self.group = TPGroup(0, config.tp_size, 0, self.device)
+        self.processes: list[BaseProcess] = []
+        self.conns: list[Connection] = []
+        self._finalizer = weakref.finalize(self, _stop_ranks, self.processes, self.conns, self.group)
+        spawn = multiprocessing.get_context("spawn")
+        for rank in range(1, config.tp_size):
+            parent_end, child_end = spawn.Pipe()
+            process = spawn.Process(
+                target=rank_main,
+                args=(config, path, rank, self.group.port, child_end),
+                name=f"radixgate-tp-rank{rank}",
+                daemon=True,
+            )
+            process.start()
+            child_end.close()  # so that a rank dying closes the pipe for rank 0
+            self.processes.append(process)
+            self.conns.append(parent_end)
+
+    def load_model(self) -> tuple[ParallelLlamaForCausalLM, dict[str, torch.Tensor]]:
+        cfg = self.config
+        model, kv_scales = load_shard(self.path, 0, cfg.tp_size, cfg.torch_dtype, self.device, self.group)
+        model.before_forward = self.broadcast_batch
+        return model, kv_scales
+
+    def start_ranks(self, num_slots: int) -> None:
+        """Sizes every rank's KV pool, waits until each is ready, then joins the group."""
+        try:
+            for rank, conn in enumerate(self.conns, start=1):
+                self._send(rank, conn, num_slots)
+            for rank, conn in enumerate(self.conns, start=1):
+                self._wait_ready(rank, conn)
+            self.group.connect()
+        except BaseException:
+            self.shutdown()
+            raise
+
+    def _send(self, rank: int, conn: Connection, message: object) -> None:
+        try:
+            conn.send(message)
+        except OSError as e:
+            raise RuntimeError(f"tensor-parallel rank {rank} cannot be reached: {e}") from e
+
+    def _wait_ready(self, rank: int, conn: Connection) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        process = self.processes[rank - 1]
+        while not conn.poll(0.2):
+            if not process.is_alive():
+                raise RuntimeError(f"tensor-parallel rank {rank} exited with code {process.exitcode} while starting")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"tensor-parallel rank {rank} did not load its shard in {STARTUP_TIMEOUT_S:.0f} s")
+        status, detail = conn.recv()
+        if status != "ready":
+            raise RuntimeError(f"tensor-parallel rank {rank} failed to start:\n{detail}")
+
+    def check_alive(self) -> None:
+        """Raises RuntimeError naming the first rank that has died."""
+        for rank, process in enumerate(self.processes, start=1):
+            if not process.is_alive():
+                raise RuntimeError(
+                    f"tensor-parallel rank {rank} (pid {process.pid}) died with exit code {process.exitcode}"
+                )
+
+    def broadcast_batch(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext, sample_indices: torch.Tensor
+    ) -> None:
+        """Called by rank 0's model before its own forward: every rank runs the same step."""
+        self.check_alive()
+        ctx.cascade = None  # every rank runs the same kernels: the plain paged decode
+        header, payload = pack_batch(input_ids, positions, ctx, sample_indices)
+        for rank, conn in enumerate(self.conns, start=1):
+            self._send(rank, conn, tuple(header))
+        self.group.broadcast(payload)
+
+    def shutdown(self) -> None:
+        """Stops every rank: asks, waits STOP_TIMEOUT_S, then kills. Idempotent."""
+        self._finalizer()
+
+
+def _stop_ranks(processes: list[BaseProcess], conns: list[Connection], group: TPGroup) -> None:
+    for conn in conns:
+        try:
+            conn.send(None)
+        except OSError:
+            pass  # that rank is already gone
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join(STOP_TIMEOUT_S)
+    for conn in conns:
+        conn.close()
+    group.close()
