@@ -37,6 +37,7 @@ ENGINE_FLAGS = (
     "hicache_storage_backend_extra_config",
     "kv_events_config",
     "enable_kv_events",
+    "tp_size",
 )
 
 
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--disable-radix-cache", action="store_true", default=None)
     e.add_argument("--attention-backend", default=None)
     e.add_argument("--max-running-requests", type=int, default=None)
+    e.add_argument("--tp-size", type=int, default=None, help="split the model over this many ranks (tensor parallel)")
     e.add_argument("--cuda-graph-max-bs", type=int, default=None, help="decode batch sizes captured as CUDA graphs")
     e.add_argument("--disable-cuda-graph", action="store_true", default=None, help="run decode steps eagerly")
     e.add_argument("--enable-hicache", action="store_true", default=None, help="spill KV to host memory / disk")

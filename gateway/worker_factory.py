@@ -33,9 +33,9 @@ def build_worker(config: Any) -> Any:
         pool.add_remote(url)
     if not config.workers:
         for rank in range(config.dp_size):
-            # One engine per device on a multi-GPU host (cuda:0, cuda:1, ...); all on the CPU otherwise.
+            # One engine per tp_size devices on a multi-GPU host (cuda:0, cuda:tp, ...); all on the CPU otherwise.
             device = engine_config.device
             if device.startswith("cuda") and ":" not in device:
-                device = f"cuda:{rank}"
+                device = f"cuda:{rank * engine_config.tp_size}"
             pool.add_local(LocalWorker.from_config(replace(engine_config, device=device)))
     return pool
