@@ -34,7 +34,7 @@ from .checker import (
 from .expressions import Evaluator
 from .scope import Elsewhere, Module, ParamRef, Scope
 from .shape import Shape
-from .sinks import Segment, Site, chain, is_template_call, template_shape
+from .sinks import Segment, Site, chain, is_template_call, message_segments, template_shape
 from .walker import Walker
 
 _ROUNDS = 4
@@ -58,6 +58,7 @@ class Call:
     args: list[Shape]
     kwargs: dict[str, Shape]
     templates: dict[int | str, Shape]
+    messages: dict[int | str, list[Segment]] = field(default_factory=dict)  # message-list arguments
     done: bool = False
 
 
@@ -212,10 +213,13 @@ class Project:
         templates: dict[int | str, Shape] = {}
         places: list[tuple[int | str, ast.expr]] = list(enumerate(node.args))
         places += [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+        messages: dict[int | str, list[Segment]] = {}
         for where, arg in places:
             if not isinstance(arg, ast.Starred) and ev.literal(arg, scope) is not None:
                 templates[where] = template_shape(ev, arg, scope)
-        self.calls.append(Call(entry, node, targets, args, kwargs, templates))
+            elif _message_list(arg, scope):
+                messages[where] = message_segments(ev, arg, scope)
+        self.calls.append(Call(entry, node, targets, args, kwargs, templates, messages))
 
     def targets(self, module: Module, func: ast.expr, scope: Scope) -> list[Key]:
         if isinstance(func, ast.Name):
@@ -294,15 +298,24 @@ class Project:
         fn = self.functions[wrapper.key]
         refs = parameters(fn, wrapper.key)
         bound: dict[str, tuple[Shape, Shape | None]] = {}
+        sent: dict[str, list[Segment]] = {}  # parameters given a message list
         for name, ref in refs.items():
             if ref.index is not None and ref.index < len(call.args):
                 bound[name] = (call.args[ref.index], call.templates.get(ref.index))
+                if ref.index in call.messages:
+                    sent[name] = call.messages[ref.index]
             if name in call.kwargs:
                 bound[name] = (call.kwargs[name], call.templates.get(name))
+                if name in call.messages:
+                    sent[name] = call.messages[name]
         templated = isinstance(wrapper.site.node, ast.Call) and is_template_call(wrapper.site.node)
         spot = _elsewhere(call.node)
         segments = []
         for seg in wrapper.site.segments:
+            only = seg.shape[0].node if len(seg.shape) == 1 else None
+            if isinstance(only, ParamRef) and only.fn == wrapper.key and only.id in sent:
+                segments.extend(sent[only.id])  # `call(messages)` given a message list: its messages
+                continue
             parts: list = []
             for p in seg.shape:
                 node = p.node
@@ -320,3 +333,15 @@ def _elsewhere(node: ast.AST) -> Elsewhere:
     ast.copy_location(spot, node)
     spot.end_lineno, spot.end_col_offset = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
     return spot
+
+
+def _message_list(arg: ast.expr, scope: Scope) -> bool:
+    """Whether a call's argument is a list of messages (a display of dicts or message objects, or a
+    local list built up from them)."""
+    if isinstance(arg, ast.Name) and arg.id in scope.lists:
+        elements = scope.lists[arg.id].elements
+    elif isinstance(arg, (ast.List, ast.Tuple)):
+        elements = arg.elts
+    else:
+        return False
+    return any(isinstance(e, (ast.Dict, ast.Call)) for e in elements)

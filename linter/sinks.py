@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from . import names
 from .expressions import Evaluator
-from .scope import Scope
+from .scope import ParamRef, Scope
 from .shape import EMPTY, Change, Kind, Part, Shape, derive, value
 
 _CHAT = (
@@ -195,7 +195,10 @@ def message_segments(ev: Evaluator, node: ast.expr, scope: Scope, templated: boo
         return [s for e in scope.lists[node.id].elements for s in element_segments(ev, e, scope, templated)]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return message_segments(ev, node.left, scope, templated) + message_segments(ev, node.right, scope, templated)
-    return [Segment(None, derive(ev.shape(node, scope), node))]
+    shape = ev.shape(node, scope)
+    if isinstance(node, ast.Name) and len(shape) == 1 and isinstance(shape[0].node, ParamRef):
+        return [Segment(None, shape)]  # the caller's messages: a wrapper of the sink (`call(messages)`)
+    return [Segment(None, derive(shape, node))]
 
 
 def element_segments(ev: Evaluator, node: ast.expr, scope: Scope, templated: bool) -> list[Segment]:

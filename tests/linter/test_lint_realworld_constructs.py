@@ -385,3 +385,33 @@ def test_a_flaw_filled_in_another_module_is_reported_inside_the_template_file(tm
     for v in result.violations:
         assert v.row <= lines[Path(v.filename).name], f"{v.filename}:{v.row} is past the end of the file"
     assert [(Path(v.filename).name, v.code) for v in result.violations] == [("prompts.py", "KV202")]
+
+
+def test_a_message_list_sent_through_a_client_class_held_on_self():
+    found = assert_lints(
+        f"""
+        from openai import OpenAI
+
+        class Model:
+            def __init__(self, name):
+                self.name = name
+                self.client = OpenAI()
+
+            def call(self, messages):
+                return self.client.chat.completions.create(model=self.name, messages=messages)
+
+        class Agent:
+            def __init__(self):
+                self.llm = Model("m")
+
+            def ask(self, question):
+                return self.llm.call([{{"role": "user", "content": f"Question: {{question}}\\n{LONG}"}}])
+
+            def ask_built(self, question):
+                messages = [{{"role": "system", "content": "{LONG}"}}]
+                messages.append({{"role": "user", "content": question}})
+                return self.llm.call(messages)
+        """,
+        "KV101",
+    )
+    assert "sent by `call()`" in found[0].message
