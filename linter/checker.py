@@ -214,7 +214,7 @@ def collect_module(tree: ast.Module, lines: list[str], low: str, name: str = "")
     module = Module(lines)
     module.name = name
     module.hot_prefix = _hot_prefix(low, len(lines))
-    stack = list(tree.body)
+    stack = tree.body[::-1]  # in source order: a constant may be built from earlier ones
     while stack:
         stmt = stack.pop()
         if isinstance(stmt, ast.Import):
@@ -231,10 +231,10 @@ def collect_module(tree: ast.Module, lines: list[str], low: str, name: str = "")
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             module.functions.setdefault(stmt.name, stmt)
         elif isinstance(stmt, (ast.If, ast.Try)):
-            stack.extend(stmt.body)
-            stack.extend(getattr(stmt, "orelse", []))
-            for handler in getattr(stmt, "handlers", []):
-                stack.extend(handler.body)
+            for handler in getattr(stmt, "handlers", [])[::-1]:
+                stack.extend(handler.body[::-1])
+            stack.extend(getattr(stmt, "orelse", [])[::-1])
+            stack.extend(stmt.body[::-1])
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             found = Evaluator(module).literal(stmt.value, Scope())
             if found is not None:

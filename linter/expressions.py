@@ -86,12 +86,34 @@ class Evaluator:
             if left is not None and right is not None:
                 return left[0] + right[0], node
         if isinstance(node, ast.Call) and not node.keywords:
+            joined = self._joined_literal(node, scope)
+            if joined is not None:
+                return joined, node
             qual = self.module.qualname(node.func)
             if qual in ("textwrap.dedent", "inspect.cleandoc"):
                 return self.literal(node.args[0], scope) if node.args else None
             if isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS:
                 return self.literal(node.func.value, scope)  # `"""...""".strip()`
         return None
+
+    def _joined_literal(self, node: ast.Call, scope: Scope) -> str | None:
+        """`"\\n".join([HEADER, BODY])` (or a local list of literals) when every piece is literal."""
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "join" and len(node.args) == 1):
+            return None
+        if not (isinstance(func.value, ast.Constant) and isinstance(func.value.value, str)):
+            return None
+        arg = node.args[0]
+        if isinstance(arg, (ast.List, ast.Tuple)):
+            elements = arg.elts
+        elif isinstance(arg, ast.Name) and arg.id in scope.lists:
+            elements = scope.lists[arg.id].elements
+        else:
+            return None
+        texts = [self.literal(e, scope) if isinstance(e, ast.expr) else None for e in elements]
+        if not texts or any(t is None for t in texts):
+            return None
+        return func.value.value.join(t[0] for t in texts if t is not None)
 
     def placeholder(self, field_name: str, node: ast.AST) -> Shape:
         """The value a `{field}` of a template gets when the code that fills it is elsewhere."""

@@ -125,7 +125,7 @@ class Walker:
             return
         name = target.id
         # `template = header + template` reads the old value: evaluate before forgetting it.
-        found_literal = self.ev.literal(value, scope) if isinstance(value, ast.BinOp) else None
+        found_literal = self.ev.literal(value, scope) if isinstance(value, (ast.BinOp, ast.Name)) else None
         for table in (scope.lists, scope.literals, scope.exprs):
             table.pop(name, None)
         if not scope.depth:
@@ -199,8 +199,12 @@ class Walker:
             lst.flaws += loop_flaws
             return
         old = self.ev.shape(ast.Name(id=name), scope)
+        held = self.ev.literal(ast.Name(id=name), scope)
+        added = self.ev.literal(value, scope) if held is not None else None
         scope.values[name] = old + self.ev.shape(value, scope)
         scope.literals.pop(name, None)
+        if held is not None and added is not None:  # `template += FORMAT`: still a literal template
+            scope.literals[name], scope.literal_nodes[name] = held[0] + added[0], held[1]
 
     def mutate(self, call: ast.Call, scope: Scope, loop_flaws: tuple) -> None:
         """`x.append(...)`, `x.extend(...)`, `x.insert(...)`, `random.shuffle(x)`, `x.sort()`."""

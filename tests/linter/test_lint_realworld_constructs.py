@@ -415,3 +415,30 @@ def test_a_message_list_sent_through_a_client_class_held_on_self():
         "KV101",
     )
     assert "sent by `call()`" in found[0].message
+
+
+def test_templates_joined_from_pieces():
+    # Module constants built from earlier ones, `"".join` of literal pieces, and `template += piece`.
+    assert_lints(
+        f"""
+        from openai import OpenAI
+
+        HEADER = "The user {{user_name}} asks: {{question}}\\n"
+        FORMAT = "Answer format:\\n" + "{LONG}"
+        client = OpenAI()
+
+        def joined(user_name, question):
+            template = "\\n".join([HEADER, FORMAT])
+            return client.chat.completions.create(model="m", messages=[
+                {{"role": "user", "content": template.format(user_name=user_name, question=question)}}])
+
+        def augmented(question):
+            template = HEADER
+            template += FORMAT
+            return client.chat.completions.create(model="m", messages=[
+                {{"role": "user", "content": template.format(user_name="support", question=question)}}])
+        """,
+        "KV101",
+        "KV101",
+        "KV101",
+    )
