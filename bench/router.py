@@ -3,18 +3,24 @@ the working set, on one seeded workload, with the hit rate an ideal cache would 
 
     radixgate bench router --workers 2
     radixgate bench router --workers 4 --skew
+    radixgate bench router --workers 2 --simulate    # seconds: LRU radix caches, no servers
 
 It starts N `radixgate serve` workers (tiny model, `--max-total-tokens` = pool fraction x working
 set) and, per policy, a front gateway in front of them (`--worker`, two tenant keys); workers'
 caches are flushed between policies. Workload: templates (system prompts) with Zipf popularity,
-multi-turn sessions (each turn re-sends the history), two tenants using the same templates.
-`--skew` gives one template half the sessions.
+multi-turn sessions (each turn re-sends the history), two tenants each owning half of the templates
+(`--tenant-templates shared`: both use every template). Pools are `--pool-fraction` of the working
+set, by default the reusable prefix set (the distinct tenant-template system prompts); the defaults
+are calibrated to the issue's anchor measurement (docs/gateway.md, "Routing"). `--skew` gives one
+template half the sessions. `--simulate` runs the same workload through the gateway's router over
+one LRU radix cache per worker (`router_sim.py`) in seconds.
 
 Per policy it prints: the served hit rate (prompt tokens the engines reported cached / prompt
 tokens), the ideal (one LRU radix cache with the workers' summed capacity, fed the same
 requests in the order they were sent), requests/s, TTFT p50/p99 at the client, and max/mean of
 the per-worker in-flight requests (sampled every 10 ms from the gateway's `/workers`,
-time-averaged per worker).
+time-averaged per worker), and the share of mispredicted requests (the router predicted at least
+one block cached on the chosen worker, the worker served none; from the gateway's `/workers`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import httpx
 from radixgate.gateway.pool_member import load_front_tokenizer
 from radixgate.gateway.server_process import ServerProcess
 
-from .router_workload import TENANT_KEYS, Session, ideal_hit_rate, make_sessions, make_templates, prompt_ids
+from .router_workload import TENANT_KEYS, Session, build_workload, ideal_hit_rate, prompt_ids
 
 ADMIN_KEY = "bench-admin"
 WORKER_KEY = "bench-worker-key"
@@ -53,6 +59,7 @@ class PolicyResult:
     num_ok: int
     num_failed: int
     per_worker_inflight: list[float] = field(default_factory=list)
+    mispredicted: float = 0.0  # share of requests: predicted >= 1 block on the chosen worker, served none
 
     @property
     def vs_ideal(self) -> float:
@@ -188,7 +195,12 @@ def run_policy(
         sent, results, wall = asyncio.run(drive(front.base_url, sessions, args.concurrency, args.max_tokens, tokenizer))
         sampler.stop.set()
         sampler.join()
-    return summarize(policy, sent, results, wall, sampler, capacity)
+        admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        workers = httpx.get(f"{front.base_url}/workers", headers=admin).json()["workers"]
+    result = summarize(policy, sent, results, wall, sampler, capacity)
+    routed = sum(w["requests"] for w in workers)
+    result.mispredicted = sum(w["mispredicted"] for w in workers) / routed if routed else 0.0
+    return result
 
 
 def summarize(
@@ -224,21 +236,23 @@ def summarize(
 def print_table(results: list[PolicyResult], title: str) -> None:
     print(f"\n{title}")
     header = (
-        f"{'policy':<12} {'hit':>6} {'ideal':>6} {'hit/ideal':>9} {'req/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
-        f"{'inflight max/mean':>17} {'ok':>4} {'failed':>6}"
+        f"{'policy':<18} {'hit':>6} {'ideal':>6} {'hit/ideal':>9} {'req/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'inflight max/mean':>17} {'mispredicted':>12} {'ok':>4} {'failed':>6}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         print(
-            f"{r.policy:<12} {r.hit_rate:>6.3f} {r.ideal:>6.3f} {r.vs_ideal:>9.3f} {r.rps:>7.2f} "
+            f"{r.policy:<18} {r.hit_rate:>6.3f} {r.ideal:>6.3f} {r.vs_ideal:>9.3f} {r.rps:>7.2f} "
             f"{r.ttft_p50 * 1000:>7.0f}ms {r.ttft_p99 * 1000:>7.0f}ms {r.balance:>17.3f} "
-            f"{r.num_ok:>4} {r.num_failed:>6}"
+            f"{r.mispredicted:>11.1%} {r.num_ok:>4} {r.num_failed:>6}"
         )
     by_name = {r.policy: r for r in results}
-    rr, ca = by_name.get("round_robin"), by_name.get("cache_aware")
-    if rr and ca and rr.hit_rate and rr.rps:
-        print(f"cache_aware vs round_robin: hit x{ca.hit_rate / rr.hit_rate:.2f}, req/s x{ca.rps / rr.rps:.2f}")
+    rr = by_name.get("round_robin")
+    for name in ("cache_aware", "cache_aware+events"):
+        ca = by_name.get(name)
+        if rr and ca and rr.hit_rate and rr.rps:
+            print(f"{name} vs round_robin: hit x{ca.hit_rate / rr.hit_rate:.2f}, req/s x{ca.rps / rr.rps:.2f}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -248,10 +262,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-requests", type=int, default=192)
     p.add_argument("--num-templates", type=int, default=16)
     p.add_argument("--template-tokens", type=int, default=870)
-    p.add_argument("--turns", type=int, default=3, help="turns per session")
-    p.add_argument("--user-words", type=int, default=24, help="words per user message (replies: half)")
-    p.add_argument("--zipf", type=float, default=1.0, help="template popularity exponent")
+    p.add_argument("--turns", type=int, default=6, help="turns per session")
+    p.add_argument("--user-words", type=int, default=8, help="words per user message (replies: half)")
+    p.add_argument("--zipf", type=float, default=0.8, help="template popularity exponent")
     p.add_argument("--pool-fraction", type=float, default=0.4, help="each worker's KV pool / working set")
+    p.add_argument(
+        "--working-set",
+        choices=["prefixes", "all"],
+        default="prefixes",
+        help="prefixes: the distinct tenant-template prompts (what a cache must hold); all: every distinct token",
+    )
+    p.add_argument(
+        "--tenant-templates", choices=["split", "shared"], default="split", help="each tenant owns half, or all"
+    )
+    p.add_argument("--simulate", action="store_true", help="LRU radix caches and the router, no servers (seconds)")
+    p.add_argument("--sim-seeds", type=int, default=1, help="with --simulate: also the mean over this many seeds")
     p.add_argument("--concurrency", type=int, default=None, help="sessions at once (default 4 per worker)")
     p.add_argument("--max-tokens", type=int, default=2)
     p.add_argument("--skew", action="store_true", help="one template takes half the sessions")
@@ -271,18 +296,20 @@ def main(argv: list[str] | None = None) -> int:
     args.concurrency = args.concurrency or 4 * args.workers
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     tokenizer = load_front_tokenizer("tiny")
-    templates = make_templates(tokenizer, args.num_templates, args.template_tokens, args.seed)
-    sessions = make_sessions(args, templates)
-    all_requests = [(TENANT_KEYS[s.tenant_key], prompt_ids(tokenizer, m)) for s in sessions for m in s.turns]
-    _, working_set = ideal_hit_rate(all_requests, None)
-    pool = int(args.pool_fraction * working_set)
+    workload = build_workload(args, tokenizer)
+    sessions, pool = workload.sessions, workload.pool
     print(
-        f"workload: {len(all_requests)} requests in {len(sessions)} sessions, {args.num_templates} templates of "
-        f"~{args.template_tokens} tokens, 2 tenants, working set {working_set} tokens; {args.workers} workers with "
-        f"{pool}-token pools ({args.pool_fraction:.0%}), concurrency {args.concurrency}"
-        + (", skewed" if args.skew else ""),
+        f"workload: {len(workload.requests)} requests in {len(sessions)} sessions of {args.turns} turns, "
+        f"{args.num_templates} templates of ~{args.template_tokens} tokens (Zipf {args.zipf}), 2 tenants "
+        f"({args.tenant_templates} templates); working set: prefixes {workload.prefixes} tokens, all distinct "
+        f"{workload.distinct}; {args.workers} workers with {pool}-token pools ({args.pool_fraction:.0%} of "
+        f"{args.working_set}), concurrency {args.concurrency}" + (", skewed" if args.skew else ""),
         flush=True,
     )
+    if args.simulate:
+        from .router_sim import run_simulation
+
+        return run_simulation(args, tokenizer, workload, policies)
     try:
         args.events = args.kv_events == "on"
         results = run_local(args, sessions, tokenizer, pool, policies)

@@ -1,5 +1,13 @@
 """The workload of `radixgate bench router` (and `bench ray`): system-prompt templates with Zipf
-popularity, multi-turn sessions of two tenants, and the hit rate an ideal cache reaches on it."""
+popularity, multi-turn sessions of two tenants, and the hit rate an ideal cache reaches on it.
+
+Tenants: by default (`split`) each tenant owns half of the templates (template t belongs to tenant
+t % 2), so the prefixes a cache must hold are the templates themselves; with `shared` both tenants
+use every template and each (tenant, template) pair is a separate prefix (salted apart).
+
+The working set the pools are sized from is, by default, the reusable prefix set: the tokens of
+the distinct (tenant, template) system prompts the sessions use (what a cache must hold to serve
+them); `all` counts every distinct prompt token instead, one-off last turns included."""
 
 from __future__ import annotations
 
@@ -8,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from radixgate.engine.kvcache.radix_cache import RadixCache
+from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
 from radixgate.gateway.worker import render_chat
 
 TENANT_KEYS = {"bench-key-a": "tenant-a", "bench-key-b": "tenant-b"}
@@ -46,16 +54,18 @@ def make_sessions(args: argparse.Namespace, templates: list[str]) -> list[Sessio
         weights = [rest] + weights[1:]
     num_sessions = max(1, args.num_requests // args.turns)
     keys = list(TENANT_KEYS)
+    split = getattr(args, "tenant_templates", "shared") == "split"
     sessions = []
     for s in range(num_sessions):
         template = rng.choices(range(len(templates)), weights)[0]
+        tenant = keys[template % len(keys)] if split else keys[s % len(keys)]
         messages = [{"role": "system", "content": templates[template]}]
         turns = []
         for turn in range(args.turns):
             messages = [*messages, {"role": "user", "content": f"[{s}.{turn}] " + _words(rng, args.user_words)}]
             turns.append(messages)
             messages = [*messages, {"role": "assistant", "content": _words(rng, args.user_words // 2)}]
-        sessions.append(Session(keys[s % len(keys)], template, turns))
+        sessions.append(Session(tenant, template, turns))
     return sessions
 
 
@@ -77,3 +87,46 @@ def ideal_hit_rate(requests: list[tuple[str, list[int]]], capacity: int | None) 
         if capacity is not None and cache.evictable_size > capacity:
             cache.evict(cache.evictable_size - capacity)
     return (hits / total if total else 0.0), cache.evictable_size
+
+
+def template_tokens(tokenizer: Any, template: str) -> int:
+    """Tokens of the prompt prefix every session of `template` shares (system prompt and chat markup)."""
+    a = prompt_ids(tokenizer, [{"role": "system", "content": template}, {"role": "user", "content": "a"}])
+    b = prompt_ids(tokenizer, [{"role": "system", "content": template}, {"role": "user", "content": "b"}])
+    return common_prefix_len(a, b)
+
+
+def reusable_working_set(tokenizer: Any, templates: list[str], sessions: list[Session]) -> int:
+    """Tokens of the distinct (tenant, template) prefixes the sessions use: what a cache must hold."""
+    pairs = {(s.tenant_key, s.template) for s in sessions}
+    sizes = {t: template_tokens(tokenizer, templates[t]) for _, t in pairs}
+    return sum(sizes[t] for _, t in pairs)
+
+
+@dataclass
+class Workload:
+    templates: list[str]
+    sessions: list[Session]
+    requests: list[tuple[str, list[int]]]  # (tenant namespace, prompt ids) in session order
+    prefixes: int  # tokens of the reusable prefix set
+    distinct: int  # every distinct prompt token
+    pool: int  # each worker's KV pool, tokens
+
+    def by_session(self) -> list[list[tuple[str, list[int]]]]:
+        out, i = [], 0
+        for session in self.sessions:
+            out.append(self.requests[i : i + len(session.turns)])
+            i += len(session.turns)
+        return out
+
+
+def build_workload(args: argparse.Namespace, tokenizer: Any, seed: int | None = None) -> Workload:
+    """Templates, sessions and pool size of the router benchmark for `args` (seed: args.seed unless given)."""
+    seed = args.seed if seed is None else seed
+    templates = make_templates(tokenizer, args.num_templates, args.template_tokens, seed)
+    sessions = make_sessions(argparse.Namespace(**{**vars(args), "seed": seed}), templates)
+    requests = [(TENANT_KEYS[s.tenant_key], prompt_ids(tokenizer, m)) for s in sessions for m in s.turns]
+    _, distinct = ideal_hit_rate(requests, None)
+    prefixes = reusable_working_set(tokenizer, templates, sessions)
+    working_set = prefixes if getattr(args, "working_set", "all") == "prefixes" else distinct
+    return Workload(templates, sessions, requests, prefixes, distinct, int(args.pool_fraction * working_set))

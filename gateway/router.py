@@ -6,10 +6,15 @@ pool's capacity). Prefixes are chains of hashed blocks seeded with the tenant's 
 prefix routed under one salt is never a hit for another, as in the salted engine.
 
 `cache_aware` picks the worker with the lowest expected cost = prompt tokens it would prefill
-+ the tokens it already has in flight (prefill still to do + tokens to decode). A guard keeps a
-hot prefix from piling onto one worker: a worker more than `balance_slack` requests above the
-least busy one is not a candidate. `route_hint` (OpenAI's `prompt_cache_key`, the SDK's
++ the tokens it already has in flight (prefill still to do + tokens to decode) - `affinity` x the
+prefix the router sent there before. The affinity keeps a session's turns and a template's
+sessions on one worker, so that under pool pressure each template is cached once, the templates
+partitioned across the workers, instead of copied onto several (with exact KV-event indexes two
+workers often both hold a hot template; without it, load alone would split its sessions). A guard
+keeps a hot prefix from piling onto one worker: a worker more than `balance_slack` requests above
+the least busy one is not a candidate. `route_hint` (OpenAI's `prompt_cache_key`, the SDK's
 `static_prefix_hash`) sends a prefix no worker holds yet to where that hint went before.
+The defaults (slack 3, affinity 2) come from `radixgate bench router --simulate` (docs/gateway.md).
 """
 
 from __future__ import annotations
@@ -108,7 +113,8 @@ class Router:
 
     policy: str = "cache_aware"
     block_tokens: int = BLOCK_TOKENS
-    balance_slack: int = 2
+    balance_slack: int = 3
+    affinity: float = 2.0  # cost credit per token of the prefix the router sent to a worker before
     max_hints: int = 100_000
     _counter: itertools.count = field(default_factory=itertools.count)
     _hints: OrderedDict[tuple[str | None, str], str] = field(default_factory=OrderedDict)
@@ -167,7 +173,13 @@ class Router:
             for c in allowed:
                 if c.worker_id == hinted:
                     return c
-        return min(allowed, key=lambda c: (num_tokens - matched[c.worker_id] + c.num_tokens, c.num_requests))
+        return min(
+            allowed,
+            key=lambda c: (
+                num_tokens - matched[c.worker_id] + c.num_tokens - self.affinity * routed[c.worker_id],
+                c.num_requests,
+            ),
+        )
 
     def forget_worker(self, worker_id: str) -> None:
         for key in [k for k, w in self._hints.items() if w == worker_id]:
