@@ -30,6 +30,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "lint-eval"): ("radixgate.bench.lint_eval", "promptlint precision and recall on the labeled corpus"),
     ("bench", "lint-realworld"): ("radixgate.bench.lint_realworld", "promptlint on real applications, hand-labeled"),
     ("bench", "docgen"): ("radixgate.bench.docgen", "write docs/rules.md from the rule catalog"),
+    ("bench", "tp"): ("radixgate.bench.tp", "tensor parallelism: TP=1 vs TP=2 tokens/s and the fidelity table"),
     ("bench", "constrained"): ("radixgate.bench.constrained", "tokens/s with and without a JSON schema, batch 16"),
     ("demo",): ("radixgate.bench.demo", "the closed loop: bad app, promptlint, fixed app, before/after"),
 }

@@ -1,0 +1,96 @@
+"""`radixgate bench tp`: tensor parallelism on this machine, TP=1 against TP=N.
+
+1. Throughput: the tiny model, a batch of prompts, prefill tokens/s (one new token each) and decode
+   tokens/s (the rest of the run), with the radix cache flushed between runs. On a CPU the ranks
+   share the cores, so TP=2 gains little or loses: the point here is correctness; the speed is a
+   GPU's (each rank's device reads half the weights and half the KV).
+2. Fidelity (bench/tp_fidelity.py): per model, greedy tokens and logits of TP=N against TP=1 in
+   float32: prompts, compared, excluded (top-2 margin under 1e-3), max |logit difference|, token match.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+import torch
+
+from radixgate.bench.tp_fidelity import HEADER, compare, fidelity_prompts, record_greedy, write_checkpoints
+from radixgate.engine import Engine, EngineConfig, SamplingParams
+from radixgate.engine.config import num_threads
+
+
+def throughput(tp_size: int, num_prompts: int, prompt_len: int, new_tokens: int) -> tuple[float, float]:
+    """(prefill tokens/s, decode tokens/s) of the tiny model at `tp_size`."""
+    engine = Engine(EngineConfig(tp_size=tp_size, max_total_tokens=num_prompts * (prompt_len + new_tokens) + 64))
+    try:
+        g = torch.Generator().manual_seed(tp_size)
+        prompts = [torch.randint(0, 100000, (prompt_len,), generator=g).tolist() for _ in range(num_prompts)]
+        engine.generate(input_ids=prompts[:1], sampling=SamplingParams(max_new_tokens=2))  # warm-up
+        engine.flush_cache()
+        start = time.perf_counter()
+        engine.generate(input_ids=prompts, sampling=SamplingParams(max_new_tokens=1, temperature=0.0))
+        prefill_s = time.perf_counter() - start
+        engine.flush_cache()
+        greedy = SamplingParams(max_new_tokens=new_tokens, temperature=0.0, ignore_eos=True)
+        start = time.perf_counter()
+        engine.generate(input_ids=prompts, sampling=greedy)
+        decode_s = max(time.perf_counter() - start - prefill_s, 1e-9)
+        return num_prompts * prompt_len / prefill_s, num_prompts * (new_tokens - 1) / decode_s
+    finally:
+        engine.shutdown()
+
+
+def fidelity(models: list[str], tp_size: int, num_prompts: int, new_tokens: int, root: str) -> list:
+    from transformers import AutoTokenizer
+
+    from radixgate.engine.models.tiny import ensure_tiny_checkpoint
+
+    tiny = ensure_tiny_checkpoint()
+    paths = {"tiny": tiny, **write_checkpoints(root, AutoTokenizer.from_pretrained(tiny))}
+    prompts = fidelity_prompts(num_prompts, seed=7)
+    rows = []
+    for name in models:
+        settings = dict(model_path=paths[name], max_total_tokens=8192, chunked_prefill_size=64)
+        reference_engine = Engine(EngineConfig(**settings))
+        reference = record_greedy(reference_engine, prompts, new_tokens)
+        reference_engine.shutdown()
+        engine = Engine(EngineConfig(tp_size=tp_size, **settings))
+        try:
+            rows.append(compare(name, reference, record_greedy(engine, prompts, new_tokens)))
+        finally:
+            engine.shutdown()
+        print(rows[-1].line(), flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="radixgate bench tp", description=__doc__.split("\n\n")[0])
+    p.add_argument("--tp-size", type=int, default=2)
+    p.add_argument("--batch", type=int, default=8, help="prompts in the throughput runs")
+    p.add_argument("--prompt-len", type=int, default=256)
+    p.add_argument("--decode-tokens", type=int, default=32)
+    p.add_argument("--models", default="tiny,llama3_gqa,qwen2,mistral", help="fidelity models, comma-separated")
+    p.add_argument("--prompts", type=int, default=32, help="fidelity prompts per model")
+    p.add_argument("--new-tokens", type=int, default=8, help="greedy tokens per fidelity prompt")
+    p.add_argument("--skip-throughput", action="store_true")
+    args = p.parse_args(argv)
+    threads = num_threads() or torch.get_num_threads()
+    print(f"machine: {os.cpu_count()} CPU cores, {threads} torch thread(s) per rank; cpu, float32")
+    if not args.skip_throughput:
+        print(f"\nthroughput: batch {args.batch} x {args.prompt_len}-token prompts, {args.decode_tokens} new tokens")
+        print(f"{'tp_size':>7} {'prefill tok/s':>14} {'decode tok/s':>13}")
+        for tp in (1, args.tp_size):
+            prefill, decode = throughput(tp, args.batch, args.prompt_len, args.decode_tokens)
+            print(f"{tp:>7} {prefill:>14.0f} {decode:>13.1f}", flush=True)
+    print(f"\nfidelity: TP={args.tp_size} vs TP=1, float32, {args.new_tokens} greedy tokens per prompt")
+    print(HEADER)
+    with tempfile.TemporaryDirectory(prefix="radixgate-tp-") as root:
+        rows = fidelity(args.models.split(","), args.tp_size, args.prompts, args.new_tokens, root)
+    return 0 if all(row.passed for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
