@@ -143,6 +143,13 @@ class Project:
     def link(self, module: Module) -> None:
         """Names `module` imports from the project: templates, constants (functions on use)."""
         for alias, qual in module.imports.items():
+            whole = self.module(qual) if "." in qual or qual in self.modules else None
+            if whole is not None and whole is not module:  # `from app import prompts`: `prompts.QA`
+                for name, text in whole.literals.items():
+                    module.imported_literals[f"{alias}.{name}"] = text
+                for name, shape in whole.constants.items():
+                    module.imported_constants.setdefault(f"{alias}.{name}", shape)
+                continue
             found = self.resolve(qual)
             if found is None or found[0] is module:
                 continue

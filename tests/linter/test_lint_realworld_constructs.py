@@ -442,3 +442,23 @@ def test_templates_joined_from_pieces():
         "KV101",
         "KV101",
     )
+
+
+def test_a_template_read_as_an_attribute_of_a_project_module(tmp_path):
+    root = _project(
+        tmp_path,
+        {
+            "pyproject.toml": "[project]\nname = 'x'\n",
+            "app/__init__.py": "",
+            "app/prompts.py": f'REVIEW = """Review this change:\\n{{change}}\\n{LONG}"""\n',
+            "app/review.py": """
+                from openai import OpenAI
+                from app import prompts
+
+                def review(question):
+                    return OpenAI().chat.completions.create(model="m", messages=[
+                        {"role": "user", "content": prompts.REVIEW.format(change=question)}])
+                """,
+        },
+    )
+    assert _codes(lint_paths([str(root)], Settings())) == [("review.py", "KV101")]
