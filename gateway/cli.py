@@ -30,6 +30,7 @@ ENGINE_FLAGS = (
     "max_running_requests",
     "cuda_graph_max_bs",
     "disable_cuda_graph",
+    "enable_overlap_schedule",
     "enable_hicache",
     "hicache_ratio",
     "hicache_storage_dir",
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--tp-size", type=int, default=None, help="split the model over this many ranks (tensor parallel)")
     e.add_argument("--cuda-graph-max-bs", type=int, default=None, help="decode batch sizes captured as CUDA graphs")
     e.add_argument("--disable-cuda-graph", action="store_true", default=None, help="run decode steps eagerly")
+    e.add_argument(
+        "--enable-overlap-schedule", action="store_true", default=None, help="launch decode step N+1 before N's tokens"
+    )
     e.add_argument("--enable-hicache", action="store_true", default=None, help="spill KV to host memory / disk")
     e.add_argument("--hicache-ratio", type=float, default=None, help="host tier size / device tier size")
     e.add_argument("--hicache-storage-dir", default=None, help="folder for the disk tier")

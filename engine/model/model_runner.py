@@ -29,25 +29,29 @@ class ModelRunner:
         return torch.tensor(data, dtype=torch.int64, device=self.device)
 
     @torch.inference_mode()
-    def forward(self, batch: Batch) -> tuple[torch.Tensor, list]:
+    def forward(self, batch: Batch, decode_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, list]:
         """Returns (logits [n, vocab], the n requests they belong to): one row per request whose
-        computed tokens reach its last token this step (a mid-prompt chunk samples nothing)."""
+        computed tokens reach its last token this step (a mid-prompt chunk samples nothing).
+        `decode_ids`: a decode step's input ids still on the device (the previous step's samples,
+        scheduler/overlap.py) instead of each request's last token. Nothing is read back from the
+        device here, so a GPU step can be queued while the host works on."""
         reqs = batch.reqs
         if batch.is_decode and self.decode_graphs is not None:
-            graphed = self._decode_graphed(reqs)
+            graphed = self._decode_graphed(reqs, decode_ids)
             if graphed is not None:
                 return graphed, list(reqs)
         rows = self._tensor([r.table_row() for r in reqs])
         starts = [r.num_computed for r in reqs]
         ext = [r.extend_len for r in reqs]
-        kv_lens = self._tensor([s + e for s, e in zip(starts, ext, strict=False)])
+        kv_len_list = [s + e for s, e in zip(starts, ext, strict=False)]
+        kv_lens = self._tensor(kv_len_list)
         kv_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)
         kv_indptr[1:] = kv_lens.cumsum(0)
-        max_len = int(kv_lens.max())
+        max_len = max(kv_len_list)
         table = self.slot_table.table[rows, :max_len]  # [B, max_len]
-        kv_indices = table[torch.arange(max_len, device=self.device)[None, :] < kv_lens[:, None]]
+        kv_indices = self._kv_indices(table, kv_lens, kv_indptr, sum(kv_len_list))
         if batch.is_decode:
-            input_ids = self._tensor([r.last_token_id for r in reqs])
+            input_ids = decode_ids if decode_ids is not None else self._tensor([r.last_token_id for r in reqs])
             positions = self._tensor(starts)
             qo_indptr = torch.arange(len(reqs) + 1, dtype=torch.int64, device=self.device)
         else:
@@ -60,8 +64,11 @@ class ModelRunner:
             qo_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)
             qo_indptr[1:] = self._tensor(ext).cumsum(0)
             self.num_prefill_tokens += sum(ext[: batch.num_prefills])  # not the decodes of a mixed batch
-        out_slots = self.slot_table.table[rows.repeat_interleave(self._tensor(ext)), positions]
-        sampled = [i for i, (r, s, e) in enumerate(zip(reqs, starts, ext, strict=False)) if s + e == r.num_tokens]
+        out_slots = self.slot_table.table[rows.repeat_interleave(self._tensor(ext), output_size=sum(ext)), positions]
+        if batch.is_decode:  # every row (with decode_ids, the host does not know the last token yet)
+            sampled = list(range(len(reqs)))
+        else:
+            sampled = [i for i, (r, s, e) in enumerate(zip(reqs, starts, ext, strict=False)) if s + e == r.num_tokens]
         sample_indices = qo_indptr[1:][sampled] - 1
         spans: list[PromptSpan] = []
         if not batch.is_decode:  # prompt logprobs: extra LM-head rows, after the sampled ones
@@ -73,9 +80,9 @@ class ModelRunner:
                 prompt_rows += range(base + first, base + first + count)
             if prompt_rows:
                 sample_indices = torch.cat([sample_indices, self._tensor(prompt_rows)])
-        ctx = ForwardContext(self.backend, batch.is_decode, out_slots, qo_indptr, kv_indptr, kv_indices)
+        ctx = ForwardContext(self.backend, batch.is_decode, out_slots, qo_indptr, kv_indptr, kv_indices, max(ext))
         if batch.is_decode and len(reqs) > 1 and self.backend.cascade_decode_attention is not None:
-            ctx.cascade = plan_cascade([r.last_node for r in reqs], kv_lens.tolist(), table)
+            ctx.cascade = plan_cascade([r.last_node for r in reqs], kv_len_list, table)
         logits = self.model(input_ids, positions, ctx, sample_indices)
         if spans:
             record_prompt_logprobs(logits[len(sampled) :], spans)
@@ -83,7 +90,15 @@ class ModelRunner:
         self.num_forward_tokens += int(input_ids.numel())
         return logits, [reqs[i] for i in sampled]
 
-    def _decode_graphed(self, reqs: list) -> torch.Tensor | None:
+    def _kv_indices(
+        self, table: torch.Tensor, kv_lens: torch.Tensor, kv_indptr: torch.Tensor, total: int
+    ) -> torch.Tensor:
+        """Each request's KV slots, concatenated ([total]), from its slot-table row ([B, max_len]):
+        a gather of known size (a boolean mask would read the count back from the device)."""
+        owner = torch.repeat_interleave(torch.arange(len(kv_lens), device=self.device), kv_lens, output_size=total)
+        return table[owner, torch.arange(total, device=self.device) - kv_indptr[:-1][owner]]
+
+    def _decode_graphed(self, reqs: list, decode_ids: torch.Tensor | None) -> torch.Tensor | None:
         """A decode step through the graph runner, its metadata built without reading anything back
         from the device; None when the batch does not fit the runner's buffers."""
         graphs = self.decode_graphs
@@ -95,11 +110,11 @@ class ModelRunner:
         rows = self._tensor([r.table_row() for r in reqs])
         positions = self._tensor([r.num_computed for r in reqs])
         lens = self._tensor(kv_lens)
-        table = self.slot_table.table
-        owner = torch.repeat_interleave(torch.arange(len(reqs), device=self.device), lens, output_size=total)
-        starts = torch.cumsum(lens, 0) - lens
-        kv_indices = table[rows[owner], torch.arange(total, device=self.device) - starts[owner]]
-        out_slots = table[rows, positions]
-        logits = graphs.run(self._tensor([r.last_token_id for r in reqs]), positions, out_slots, kv_lens, kv_indices)
+        kv_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)
+        kv_indptr[1:] = lens.cumsum(0)
+        kv_indices = self._kv_indices(self.slot_table.table[rows, : max(kv_lens)], lens, kv_indptr, total)
+        out_slots = self.slot_table.table[rows, positions]
+        input_ids = decode_ids if decode_ids is not None else self._tensor([r.last_token_id for r in reqs])
+        logits = graphs.run(input_ids, positions, out_slots, kv_lens, kv_indices)
         self.num_forward_tokens += len(reqs)
         return logits

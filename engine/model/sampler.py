@@ -82,9 +82,13 @@ class Sampler:
         self._info = SamplingInfo.from_reqs(list(reqs), device)
         return self._info
 
-    @torch.inference_mode()  # the logits come from the model's forward under inference mode
     def __call__(self, logits: torch.Tensor, reqs: Sequence[Req]) -> list[int]:
         """logits: [B, vocab] float32, one row per request -> one token id per request."""
+        return self.sample(logits, reqs).tolist()
+
+    @torch.inference_mode()  # the logits come from the model's forward under inference mode
+    def sample(self, logits: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
+        """As __call__, the ids left on the logits' device ([B] int64): nothing read back."""
         info = self.sampling_info(reqs, logits.device)
         logprobs = OutputLogprobs(logits, reqs)  # raw: before any processor edits the logits
         for process in self.processors:
@@ -94,7 +98,7 @@ class Sampler:
             drawn = _draw(_filtered_probs(logits, info), reqs)
             next_ids = torch.where(info.is_greedy | (drawn < 0), next_ids, drawn)
         logprobs.record(next_ids)
-        return next_ids.tolist()
+        return next_ids
 
 
 def _filtered_probs(logits: torch.Tensor, info: SamplingInfo) -> torch.Tensor:

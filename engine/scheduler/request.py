@@ -108,6 +108,15 @@ class Req:
         assert self.pool_row is not None, f"request {self.rid} holds no slot-table row"
         return self.pool_row
 
+    def take_delta(self, text: str, result: GenerateOutput | None) -> StreamDelta:
+        """The tokens (and their logprobs) not sent yet; marks them sent."""
+        sent, self.num_sent_tokens = self.num_sent_tokens, len(self.output_ids)
+        delta = StreamDelta(self.output_ids[sent:], text, result is not None, result)
+        if self.logprobs is not None:
+            delta.token_logprobs = self.logprobs.output[sent:]
+            delta.top_logprobs = self.logprobs.output_top[sent:]
+        return delta
+
     def fill_ids(self) -> list[int]:
         """Every token whose KV this request needs: the prompt plus what was generated so far (a new list)."""
         return self.origin_input_ids + self.output_ids

@@ -186,19 +186,27 @@ class Scheduler:
     # ---- after the forward pass ---------------------------------------------------------------
     def process_result(self, batch: Batch, next_ids: dict[int, int]) -> None:
         """next_ids maps id(req) -> sampled token for requests that reached their last token."""
+        self.advance(batch)
         for i, req in enumerate(batch.reqs):
-            req.num_computed += req.extend_len
-            req.extend_len = 0
             token = next_ids.get(id(req))
             if token is not None:
-                req.output_ids.append(token)
-                req.times.setdefault("first_token", time.time())
-                self._check_finished(req)
+                self.accept_token(req, token)
             if i >= batch.num_prefills or req.finish_reason is not None:
                 continue  # decodes are running already; finished requests are removed by the engine
             self.cache_manager.cache_unfinished(req)
             if req is not self.chunked:
                 self.running.append(req)
+
+    def advance(self, batch: Batch) -> None:
+        """The batch ran: its new tokens' KV is computed (overlap.py calls this alone at launch)."""
+        for req in batch.reqs:
+            req.num_computed += req.extend_len
+            req.extend_len = 0
+
+    def accept_token(self, req: Req, token: int) -> None:
+        req.output_ids.append(token)
+        req.times.setdefault("first_token", time.time())
+        self._check_finished(req)
 
     def _check_finished(self, req: Req) -> None:
         p, token = req.sampling, req.output_ids[-1]
