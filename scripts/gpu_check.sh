@@ -11,7 +11,9 @@
 #      with 16-bit and with FP8 KV;
 #   5. prints the FP8 quality figures with the Triton backend on CUDA;
 #   6. checks decode steps replayed as CUDA graphs against eager decode (token equality on the tiny
-#      model, tokens/s on the 8B shape at batch 1, 8, 32, 64).
+#      model, tokens/s on the 8B shape at batch 1, 8, 32, 64);
+#   7. the same for overlap scheduling (step N+1 launched before step N's tokens are read back),
+#      with and without graphs.
 # Every step runs even if an earlier one failed; logs and a summary go to $OUT (gpu_results/).
 #
 #   bash scripts/gpu_check.sh                 # everything
@@ -21,7 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv-gpu}
 OUT=${OUT:-gpu_results}
-STEPS=${STEPS:-"tests kernels engine quality cuda_graph"}
+STEPS=${STEPS:-"tests kernels engine quality cuda_graph overlap"}
 PY="$VENV/bin/python"
 mkdir -p "$OUT"
 declare -A STATUS
@@ -81,6 +83,8 @@ run_step engine "$PY" -m radixgate.bench.gpu_engine --shape 8b --num-requests 64
     --output-len 128
 run_step quality "$PY" -m radixgate.bench.fp8_quality --device cuda --attention-backend triton
 run_step cuda_graph "$PY" -m radixgate.bench.cuda_graph --shape 8b --batch-sizes 1 8 32 64 --output-len 64
+run_step overlap "$PY" -m radixgate.bench.cuda_graph --modes graph graph+overlap eager overlap --shape 8b \
+    --batch-sizes 1 8 32 64 --output-len 64
 
 echo "=== summary (logs in $OUT/)"
 for name in $STEPS; do
