@@ -153,6 +153,7 @@ def template_constant_sites(module: Module, on_site: Callable[[Site], None]) -> 
     ev = Evaluator(module)
     ev.defining = True
     for _name, node in module.template_constants:
+        ev.template_text = str(node.value)
         on_site(Site(node, [sinks.Segment(None, ev.fill(str(node.value), node, [], {}))], "low", None))
 
 

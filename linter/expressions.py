@@ -48,6 +48,7 @@ class Evaluator:
         self._expanding: set[int] = set()  # lists being expanded (`x.append(f(x))` is a loop)
         self._attr_busy: set[tuple[str, str]] = set()  # attributes being evaluated (no cycles)
         self.defining = False  # reading a template constant where it is defined
+        self.template_text: str | None = None  # the text of the template constant being read
 
     def list_shape(self, lst: ListValue, scope: Scope, sep: int) -> Shape:
         """The elements of a built-up list in order, or nothing when it contains itself."""
@@ -120,7 +121,8 @@ class Evaluator:
     def placeholder(self, field_name: str, node: ast.AST) -> Shape:
         """The value a `{field}` of a template gets when the code that fills it is elsewhere."""
         key = field_name.split(".")[0].split("[")[0]
-        shapes = self.module.fillings.get(key, [])
+        own = self.module.own_fillings(self.template_text, key)  # where this very template is formatted
+        shapes = own[0] if own else self.module.fillings.get(key, [])
         if not shapes and self.module.project is not None:
             shapes = self.module.project.fillings.get(key, [])
         dynamic = [s for s in shapes if any(p.is_dynamic for p in s)]
@@ -138,7 +140,7 @@ class Evaluator:
             return unknown(node, key)
         named = self.by_name(key, node)
         project = self.module.project
-        per_call = key in self.module.call_filled or (project is not None and key in project.call_filled)
+        per_call = own[1] if own else key in self.module.call_filled or bool(project and key in project.call_filled)
         if named[0].kind is Kind.UNKNOWN and (
             not shapes or per_call or any(isinstance(p.node, ParamRef) for s in shapes for p in s)
         ):

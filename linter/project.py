@@ -88,6 +88,8 @@ class Project:
         self.quiet: list[tuple[Path, str, str]] = []  # reported files without prompt words
         self.fillings: dict[str, list[Shape]] = {}  # placeholder fillings seen in any module
         self.call_filled: set[str] = set()  # placeholders some function fills per call
+        self.text_fillings: dict[str, dict[str, list[Shape]]] = {}  # as `Module.text_fillings`
+        self.text_call_filled: set[tuple[str, str]] = set()
 
     # -- building ------------------------------------------------------------------------
     def add(self, path: Path, parsed: Parsed, report: bool) -> None:

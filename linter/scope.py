@@ -49,6 +49,9 @@ class Module:
     fillings: dict[str, list[Shape]] = field(default_factory=dict)
     partial_names: set[str] = field(default_factory=set)
     call_filled: set[str] = field(default_factory=set)  # placeholders filled inside a function
+    # `.format` fillings of one template text where the receiver is known: text -> key -> shapes.
+    text_fillings: dict[str, dict[str, list[Shape]]] = field(default_factory=dict)
+    text_call_filled: set[tuple[str, str]] = field(default_factory=set)  # (text, key) filled per call
     is_random_seeded: bool = False
     returns: dict[str, Shape] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
@@ -67,6 +70,13 @@ class Module:
     imported_constants: dict[str, Shape] = field(default_factory=dict)
     template_constants: list[tuple[str, ast.Constant]] = field(default_factory=list)  # module-level
     all_functions: list | None = None  # every (function, class or None), read once (`checker.functions_of`)
+
+    def own_fillings(self, text: str | None, key: str) -> tuple[list[Shape], bool] | None:
+        """How the code fills `key` where it formats the template `text` itself (shapes, whether
+        per call), over the whole project when there is one; None where it never does."""
+        table = self.project if self.project is not None else self
+        shapes = table.text_fillings.get(text or "", {}).get(key)
+        return None if shapes is None else (shapes, (text, key) in table.text_call_filled)
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""
@@ -159,3 +169,26 @@ def functions_in(
             yield from functions_in(stmt.body, stmt.name)
         elif isinstance(stmt, (ast.If, ast.Try, ast.With)):
             yield from functions_in(stmt.body, cls)
+
+
+def is_text_building(node: ast.expr) -> bool:
+    """An f-string, a concatenation or a `.format` call: text assembled from parts."""
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return True
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "join")
+
+
+def constant_index(node: ast.expr) -> int | None:
+    """The position of `x.insert(k, ...)` when `k` is a literal integer."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) is int
+    ):
+        return -node.operand.value
+    return None

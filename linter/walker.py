@@ -10,7 +10,7 @@ from collections.abc import Callable
 from . import names, sinks
 from .expressions import Evaluator
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
-from .scope import Scope
+from .scope import Scope, constant_index, is_text_building
 from .shape import EMPTY, Change, Flaw, Shape, flaws_of, with_change, without_flaws
 
 _FILL_METHODS = frozenset(
@@ -232,7 +232,7 @@ class Walker:
             lst = scope.lists[target]
             item = call.args[-1]
             element = ast.Starred(value=item) if func.attr == "extend" else item
-            index = _constant_index(call.args[0]) if func.attr == "insert" else None
+            index = constant_index(call.args[0]) if func.attr == "insert" else None
             if index is not None:
                 lst.elements.insert(index, element)
             else:
@@ -284,8 +284,15 @@ class Walker:
                 for k, v in zip(node.args[0].keys, node.args[0].values, strict=False)
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)
             ]
+        receiver = node.func.value if method == "format" and isinstance(node.func, ast.Attribute) else None
+        own = self.ev.literal(receiver, scope) if receiver is not None else None
+        table = module.project if module.project is not None else module
         for key, value in pairs:
             shape = self.ev.shape(value, scope, hint=key)
+            if own is not None:  # `TEMPLATE.format(...)`: how this very template is filled
+                table.text_fillings.setdefault(own[0], {}).setdefault(key, []).append(shape)
+                if not scope.is_module and not names.is_configuration(value):
+                    table.text_call_filled.add((own[0], key))
             module.fillings.setdefault(key, []).append(shape)
             if module.project is not None:
                 module.project.fillings.setdefault(key, []).append(shape)
@@ -365,31 +372,8 @@ def is_template_text(name: str, text: str) -> bool:
     return bool(set(words) & _TEMPLATE_NAME_WORDS) and "{" in text and bool(_PLACEHOLDER.search(text))
 
 
-def is_text_building(node: ast.expr) -> bool:
-    """An f-string, a concatenation or a `.format` call: text assembled from parts."""
-    if isinstance(node, ast.JoinedStr):
-        return True
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
-        return True
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "join")
-
-
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("self", "cls")
-
-
-def _constant_index(node: ast.expr) -> int | None:
-    """The position of `x.insert(k, ...)` when `k` is a literal integer."""
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if (
-        isinstance(node, ast.UnaryOp)
-        and isinstance(node.op, ast.USub)
-        and isinstance(node.operand, ast.Constant)
-        and type(node.operand.value) is int
-    ):
-        return -node.operand.value
-    return None
 
 
 def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Shape:

@@ -462,3 +462,24 @@ def test_a_template_read_as_an_attribute_of_a_project_module(tmp_path):
         },
     )
     assert _codes(lint_paths([str(root)], Settings())) == [("review.py", "KV101")]
+
+
+def test_a_template_is_judged_by_where_it_is_formatted_not_by_other_templates_with_the_same_slot():
+    # `{fence}` of SYSTEM_PROMPT is filled from the coder's settings; another template's `{fence}`
+    # is filled per call, which says nothing about SYSTEM_PROMPT.
+    assert_lints(
+        f"""
+        SYSTEM_PROMPT = "Wrap edits in {{fence}}. {LONG}"
+        ERROR_PROMPT = "The edit was not wrapped in {{fence}}."
+
+        class Coder:
+            def __init__(self, fence):
+                self.fence = fence
+
+            def system(self):
+                return SYSTEM_PROMPT.format(fence=self.fence)
+
+        def error_message(fence):
+            return ERROR_PROMPT.format(fence=fence)
+        """
+    )
