@@ -50,6 +50,7 @@ MEDIUM_CPU = "CPU"
 MEDIUM_REMOTE = "REMOTE"  # HiCache's store shared by every worker (not a vLLM medium; radixgate's own)
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 DEFAULT_BLOCK_SIZE = 16
+MEMO_NODES = 1 << 16  # tree nodes whose chain state the recorder remembers (then it starts over)
 
 
 class EventBatch(msgspec.Struct, omit_defaults=True, gc=False):
@@ -265,36 +266,59 @@ class KVEventRecorder:
         self.pending: list[KVCacheEvent] = []
         self.num_stored_blocks = 0
         self.num_removed_blocks = 0
+        # id(node) -> (node, its chain state): the node is kept so that an id is never reused while memoized
+        self._memo: dict[int, tuple[Any, tuple[int, bytes, Hashable]]] = {}
 
     def _blocks(self, node: Any) -> tuple[list[int], list[list[int]], int | None, list[tuple[Any, ...] | None]]:
         """The blocks whose last token lies in `node`: (hashes, their tokens, the parent hash of the
-        first, each block's extra keys), from one walk up to the root."""
-        path = []
-        walk = node
-        while walk.parent is not None:
-            path.append(walk.key)
-            walk = walk.parent
-        namespace = walk.namespace
-        tokens = [t for key in reversed(path) for t in key]
-        end = len(tokens)
-        start = end - len(node.key)
+        first, each block's extra keys). The chain starts from the parent's memoized state (the digest at
+        the last block boundary at or before the parent's end), so a tree change hashes its own blocks,
+        not the whole path from the root."""
+        boundary, digest, namespace = self._state(node.parent)
         bs = self.block_size
-        first = start // bs  # blocks with index >= first end after `start`...
-        last = end // bs  # ...and blocks with index < last end at or before `end`
+        end = node.depth
+        need = end - len(node.key) - boundary  # path tokens between the boundary and the node (< bs)
+        tail: list[int] = []
+        walk = node.parent
+        while need > 0:
+            take = walk.key[-need:]
+            tail[:0] = take
+            need -= len(take)
+            walk = walk.parent
+        tokens = tail + list(node.key)
+        parent_hash = external_hash(digest) if boundary else None
         hashes: list[int] = []
         chunks: list[list[int]] = []
-        parent_digest = self._root
-        parent_hash: int | None = None
-        for k in range(last):
-            chunk = tokens[k * bs : (k + 1) * bs]
-            parent_digest = _digest(parent_digest, chunk, first_block_extra_keys(namespace) if k == 0 else None)
-            if k == first - 1:
-                parent_hash = external_hash(parent_digest)
-            if k >= first:
-                hashes.append(external_hash(parent_digest))
-                chunks.append(chunk)
-        extra = [first_block_extra_keys(namespace) if first + i == 0 else None for i in range(len(hashes))]
+        extra: list[tuple[Any, ...] | None] = []
+        for k in range(boundary // bs, end // bs):
+            chunk = tokens[k * bs - boundary : (k + 1) * bs - boundary]
+            keys = first_block_extra_keys(namespace) if k == 0 else None
+            digest = _digest(digest, chunk, keys)
+            hashes.append(external_hash(digest))
+            chunks.append(chunk)
+            extra.append(keys)
+        if len(self._memo) >= MEMO_NODES:
+            self._memo.clear()
+        self._memo[id(node)] = (node, (end - end % bs, digest, namespace))
         return hashes, chunks, parent_hash, extra
+
+    def _state(self, node: Any) -> tuple[int, bytes, Hashable]:
+        """(block boundary at or before the node's end, the chain's digest there, the namespace); nodes on
+        the way up without a memoized state are computed top-down. A node's path never changes (a split
+        inserts an upper node; the lower one keeps its tokens and depth), so a state stays valid."""
+        chain = []
+        walk = node
+        while walk.parent is not None:
+            entry = self._memo.get(id(walk))
+            if entry is not None and entry[0] is walk:
+                break
+            chain.append(walk)
+            walk = walk.parent
+        for missing in reversed(chain):
+            self._blocks(missing)
+        if node.parent is None:
+            return 0, self._root, node.namespace
+        return self._memo[id(node)][1]
 
     @classmethod
     def attach(cls, config: KVEventsConfig | None, radix_cache: Any) -> KVEventRecorder | None:
@@ -353,6 +377,7 @@ class KVEventRecorder:
 
     def cleared(self) -> None:
         self.pending.append(AllBlocksCleared())
+        self._memo.clear()
 
     def flush(self) -> None:
         """Publishes what this step recorded as one batch."""
