@@ -140,6 +140,7 @@ def finish_walk(parsed: Parsed, walker: Walker) -> None:
         # `__init__` of a class with a prompt method: the values it stores on `self` matter.
         if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno) or (fn.name == "__init__" and cls in hot_classes):
             walker.function = fn.name
+            walker.merged.clear()  # branch merging is per function
             walker.body(fn.body, Scope(cls=cls, params=parameters(fn, (module.name, cls, fn.name))))
     walker.function = ""
     walker.finish()  # templates last: their placeholders may be filled anywhere in the module

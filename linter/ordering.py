@@ -49,6 +49,7 @@ def _describe(part: Part) -> str:
         Kind.RANDOM: "random value",
         Kind.TURN: "per-turn input",
         Kind.HISTORY: "conversation history",
+        Kind.DOC: "per-query document",
     }.get(part.kind, "value")
     return f"{kind} `{part.label}` ({how})" if how else f"{kind} `{part.label}`"
 
@@ -60,7 +61,9 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
     broken = False  # a value that changes every request came first (in a low-confidence site: skip flaws)
     for index, (part, seg, role) in enumerate(flat):
         rest = flat[index + 1 :]
-        if part.is_dynamic and (site.confidence == "high" or part.change >= Change.PER_SESSION):
+        if (part.is_dynamic or _per_query_doc(part)) and (
+            site.confidence == "high" or part.change >= Change.PER_SESSION
+        ):
             finding = _dynamic(part, seg, role, rest, min_lost_tokens, site.confidence)
             if finding is not None and (finding.code, part.label) not in reported:
                 reported.add((finding.code, part.label))
@@ -74,9 +77,19 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
     return findings
 
 
+def _per_query_doc(part: Part) -> bool:
+    """Documents retrieved for this request (`context`, `docs`): they end the cached prefix too."""
+    return part.kind is Kind.DOC and part.change is Change.PER_REQUEST
+
+
 def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int, confidence: str) -> Finding | None:
     label = _describe(part)
     node = part.node
+    if _per_query_doc(part):  # only what it pushes out of the prefix: static text after it
+        same = longest_static_run([p for p, s, _ in rest if s == seg], threshold)
+        if same >= threshold:
+            return Finding(DynamicBeforeStatic.code, node, {"label": label, "what": _tokens(same)}, part.change, same)
+        return None
     if any(p.kind is Kind.BREAK for p, _, _ in rest):
         return Finding(DynamicBeforeCacheBreakpoint.code, node, {"label": label}, part.change)
     doc = next((p for p, _, _ in rest if is_shared_doc(p)), None)

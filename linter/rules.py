@@ -50,7 +50,8 @@ class Rule:
 class DynamicBeforeStatic(Rule):
     """## What it does
     Finds a value that changes between requests (a timestamp, a user id, a random number, the
-    question) placed before static text of the same prompt, or a value that changes on every
+    question, documents retrieved for this request) placed before static text of the same
+    prompt, or a value that changes on every
     request placed before the conversation history. Only when the static text pushed out of the
     prefix is worth caching: at least `min-lost-tokens` cl100k tokens (default 64, about a
     paragraph; a label such as "Answer:" is not). Severity is one step lower when fewer than four

@@ -483,3 +483,38 @@ def test_a_template_is_judged_by_where_it_is_formatted_not_by_other_templates_wi
             return ERROR_PROMPT.format(fence=fence)
         """
     )
+
+
+def test_per_query_documents_before_long_instructions_are_kv101():
+    # Retrieved per request, they end the cached prefix like the question does; a short trailer is fine.
+    assert_lints(
+        f"""
+        def build(context):
+            while True:
+                prompt = f"Context:\\n{{context}}\\n{LONG}"
+                return prompt
+
+        def short(context, question):
+            prompt = f"You answer questions. {LONG}\\nContext:\\n{{context}}\\nQuestion: {{question}}\\nAnswer:"
+            return prompt
+        """,
+        "KV101",
+    )
+
+
+def test_a_branch_in_one_function_does_not_see_another_functions_prompt():
+    # `prompt` first bound inside a loop: the previous function's `prompt` must not stand in for it.
+    assert_lints(
+        f"""
+        def first(user_input):
+            prompt = f"{{user_input}} {LONG}"
+            return prompt
+
+        def second(context):
+            while True:
+                prompt = f"{{context}} {LONG}"
+                return prompt
+        """,
+        "KV101",
+        "KV101",
+    )
