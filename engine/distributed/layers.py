@@ -109,12 +109,14 @@ class VocabParallelEmbedding(nn.Embedding):
 class ParallelLlamaForCausalLM(LlamaForCausalLM):
     """One rank's shard of a Llama-family model. Parameter names are the checkpoint's, with the
     shapes of `shard_config`. On rank 0 `before_forward` broadcasts the step's batch to the other
-    ranks, so every rank runs the same forward; rank 0 gets the whole vocabulary's logits."""
+    ranks, so every rank runs the same forward, and `on_collective_error` names a rank that died;
+    rank 0 gets the whole vocabulary's logits."""
 
     def __init__(self, config: ModelConfig, rank: int, tp_size: int, group: TPGroup):
         super().__init__(shard_config(config, tp_size))
         self.full_config, self.rank, self.tp_size, self.group = config, rank, tp_size, group
         self.before_forward: Callable[[torch.Tensor, torch.Tensor, Any, torch.Tensor], None] | None = None
+        self.on_collective_error: Callable[[BaseException], None] | None = None
         local = self.config
         hidden = config.hidden_size
         self.model.embed_tokens = VocabParallelEmbedding(local.vocab_size, hidden, rank * local.vocab_size, group)
@@ -130,15 +132,20 @@ class ParallelLlamaForCausalLM(LlamaForCausalLM):
         self, input_ids: torch.Tensor, positions: torch.Tensor, ctx, sample_indices: torch.Tensor
     ) -> torch.Tensor:
         """As `LlamaForCausalLM.forward`; rank 0 returns logits [n, vocab], other ranks their slice."""
-        if self.before_forward is not None:
-            self.before_forward(input_ids, positions, ctx, sample_indices)
-        x = self.model.embed_tokens(input_ids)
-        cos, sin = self.rotary(positions, x.dtype)
-        for layer in self.model.layers:
-            x = layer(x, cos, sin, ctx)
-        x = self.model.norm(x[sample_indices])
-        local = lm_head_logits(x, self.lm_head.weight)  # [n, padded vocab / tp]
-        logits = self.group.gather_last_dim(local)
+        try:
+            if self.before_forward is not None:
+                self.before_forward(input_ids, positions, ctx, sample_indices)
+            x = self.model.embed_tokens(input_ids)
+            cos, sin = self.rotary(positions, x.dtype)
+            for layer in self.model.layers:
+                x = layer(x, cos, sin, ctx)
+            x = self.model.norm(x[sample_indices])
+            local = lm_head_logits(x, self.lm_head.weight)  # [n, padded vocab / tp]
+            logits = self.group.gather_last_dim(local)
+        except RuntimeError as e:  # a collective failed: say which rank died, when one did
+            if self.on_collective_error is not None:
+                self.on_collective_error(e)
+            raise
         if logits is None:
             return local
         # the padding rows are not tokens: cut off, so the sampler never sees them

@@ -56,6 +56,7 @@ class TensorParallel:
         cfg = self.config
         model, kv_scales = load_shard(self.path, 0, cfg.tp_size, cfg.torch_dtype, self.device, self.group)
         model.before_forward = self.broadcast_batch
+        model.on_collective_error = self.explain_failure
         return model, kv_scales
 
     def start_ranks(self, num_slots: int) -> None:
@@ -89,11 +90,14 @@ class TensorParallel:
             raise RuntimeError(f"tensor-parallel rank {rank} failed to start:\n{detail}")
 
     def check_alive(self) -> None:
-        """Raises RuntimeError naming the first rank that has died."""
-        for rank, process in enumerate(self.processes, start=1):
-            if not process.is_alive():
+        """Raises RuntimeError naming the first rank that has died. A rank sends nothing once ready,
+        so its pipe turning readable means it closed: the process is gone even before it is reaped."""
+        for rank, (process, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
+            if not process.is_alive() or conn.poll():
+                process.join(1.0)
                 raise RuntimeError(
-                    f"tensor-parallel rank {rank} (pid {process.pid}) died with exit code {process.exitcode}"
+                    f"tensor-parallel rank {rank} (pid {process.pid}) died (exit code {process.exitcode}): "
+                    "the engine cannot continue; restart it"
                 )
 
     def broadcast_batch(
@@ -106,6 +110,14 @@ class TensorParallel:
         for rank, conn in enumerate(self.conns, start=1):
             self._send(rank, conn, tuple(header))
         self.group.broadcast(payload)
+
+    def explain_failure(self, error: BaseException) -> None:
+        """After a collective failed on rank 0: raises the clearer error when a rank has died."""
+        time.sleep(0.2)  # the dead rank's pipe closes with it; give the kernel a moment to say so
+        try:
+            self.check_alive()
+        except RuntimeError as dead:
+            raise dead from error
 
     def shutdown(self) -> None:
         """Stops every rank: asks, waits STOP_TIMEOUT_S, then kills. Idempotent."""

@@ -1,5 +1,6 @@
 """`radixgate serve --tp-size 2` on the CPU: answers the `openai` client, reports twice the TP=1 KV
-capacity at the same per-rank budget, answers 503 once a rank dies, and leaves no process behind."""
+capacity at the same per-rank budget, hands back an aborted stream's pages, answers 503 once a rank
+dies, and leaves no process behind."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from radixgate.gateway.server_process import ServerProcess
 
 
 def test_serve_tp2_answers_reports_capacity_fails_loudly_and_cleans_up() -> None:
-    with ServerProcess(["--tp-size", "2"]) as server:
+    with ServerProcess(["--tp-size", "2", "--enable-debug-endpoints"]) as server:
         assert server.process is not None
         family = psutil.Process(server.process.pid).children(recursive=True)
         ranks = [p for p in family if "multiprocessing" in " ".join(p.cmdline()) and "tracker" not in p.cmdline()[-1]]
@@ -29,6 +30,11 @@ def test_serve_tp2_answers_reports_capacity_fails_loudly_and_cleans_up() -> None
             model="tiny", messages=[{"role": "user", "content": "Hello"}], max_tokens=5, temperature=0
         )
         assert reply.usage is not None and reply.usage.completion_tokens == 5
+
+        stream = client.completions.create(model="tiny", prompt="abort me", max_tokens=200, stream=True)
+        next(iter(stream))
+        stream.close()  # the client goes away mid-stream: its request is aborted, its pages handed back
+        assert httpx.get(f"{server.base_url}/debug/check_idle_invariant", timeout=30).status_code == 200
 
         info = httpx.get(f"{server.base_url}/server_info", timeout=30).json()
         heads = TINY_SHAPE["num_key_value_heads"]
@@ -45,7 +51,7 @@ def test_serve_tp2_answers_reports_capacity_fails_loudly_and_cleans_up() -> None
             time.sleep(0.05)
         with pytest.raises(openai.APIStatusError) as failed:
             client.completions.create(model="tiny", prompt="after the rank died", max_tokens=3)
-        assert failed.value.status_code == 503 and "rank 1" in failed.value.message
+        assert failed.value.status_code == 503 and "rank 1" in failed.value.message, failed.value.message
         assert httpx.get(f"{server.base_url}/health", timeout=30).status_code == 503
     gone, alive = psutil.wait_procs(family, timeout=15)
     assert not alive, [p.cmdline() for p in alive]

@@ -4,6 +4,8 @@ Qwen2 (attention bias) and Mistral (one KV head, replicated over the ranks) chec
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from radixgate.bench.tp_fidelity import compare, fidelity_prompts, record_greedy
@@ -17,8 +19,10 @@ NEW_TOKENS = 4
 def engines(request, checkpoints):
     # chunked prefill on: prompts over 64 tokens run in chunks
     settings = dict(model_path=checkpoints[request.param], max_total_tokens=8192, chunked_prefill_size=64)
-    tp1 = Engine(EngineConfig(**settings))
-    tp2 = Engine(EngineConfig(tp_size=2, **settings))
+    with ThreadPoolExecutor(1) as pool:  # TP=1 loads while the rank process starts (imports torch)
+        starting = pool.submit(Engine, EngineConfig(tp_size=2, **settings))
+        tp1 = Engine(EngineConfig(**settings))
+        tp2 = starting.result()
     yield request.param, tp1, tp2
     try:
         tp1.check_idle_invariant()
