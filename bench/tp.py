@@ -17,14 +17,22 @@ import time
 
 import torch
 
-from radixgate.bench.tp_fidelity import HEADER, compare, fidelity_prompts, record_greedy, write_checkpoints
+from radixgate.bench.tp_fidelity import (
+    CHECKPOINT_SHAPES,
+    HEADER,
+    compare,
+    fidelity_prompts,
+    record_greedy,
+    write_checkpoints,
+)
 from radixgate.engine import Engine, EngineConfig, SamplingParams
 from radixgate.engine.config import num_threads
 
 
-def throughput(tp_size: int, num_prompts: int, prompt_len: int, new_tokens: int) -> tuple[float, float]:
+def throughput(tp_size: int, num_prompts: int, prompt_len: int, new_tokens: int, device: str) -> tuple[float, float]:
     """(prefill tokens/s, decode tokens/s) of the tiny model at `tp_size`."""
-    engine = Engine(EngineConfig(tp_size=tp_size, max_total_tokens=num_prompts * (prompt_len + new_tokens) + 64))
+    tokens = num_prompts * (prompt_len + new_tokens) + 64
+    engine = Engine(EngineConfig(tp_size=tp_size, max_total_tokens=tokens, device=device))
     try:
         g = torch.Generator().manual_seed(tp_size)
         prompts = [torch.randint(0, 100000, (prompt_len,), generator=g).tolist() for _ in range(num_prompts)]
@@ -43,17 +51,21 @@ def throughput(tp_size: int, num_prompts: int, prompt_len: int, new_tokens: int)
         engine.shutdown()
 
 
-def fidelity(models: list[str], tp_size: int, num_prompts: int, new_tokens: int, root: str) -> list:
+def fidelity(models: list[str], tp_size: int, num_prompts: int, new_tokens: int, root: str, device: str) -> list:
     from transformers import AutoTokenizer
 
     from radixgate.engine.models.tiny import ensure_tiny_checkpoint
 
     tiny = ensure_tiny_checkpoint()
-    paths = {"tiny": tiny, **write_checkpoints(root, AutoTokenizer.from_pretrained(tiny))}
+    unknown = sorted(set(models) - {"tiny", *CHECKPOINT_SHAPES})
+    if unknown:
+        raise SystemExit(f"unknown models {unknown}: choose from tiny, {', '.join(CHECKPOINT_SHAPES)}")
+    others = [m for m in models if m != "tiny"]
+    paths = {"tiny": tiny, **(write_checkpoints(root, AutoTokenizer.from_pretrained(tiny), others) if others else {})}
     prompts = fidelity_prompts(num_prompts, seed=7)
     rows = []
     for name in models:
-        settings = dict(model_path=paths[name], max_total_tokens=8192, chunked_prefill_size=64)
+        settings = dict(model_path=paths[name], max_total_tokens=8192, chunked_prefill_size=64, device=device)
         reference_engine = Engine(EngineConfig(**settings))
         reference = record_greedy(reference_engine, prompts, new_tokens)
         reference_engine.shutdown()
@@ -76,19 +88,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=32, help="fidelity prompts per model")
     p.add_argument("--new-tokens", type=int, default=8, help="greedy tokens per fidelity prompt")
     p.add_argument("--skip-throughput", action="store_true")
+    p.add_argument("--device", default="cpu", help="cpu (gloo ranks) or cuda (one GPU per rank, NCCL)")
     args = p.parse_args(argv)
     threads = num_threads() or torch.get_num_threads()
-    print(f"machine: {os.cpu_count()} CPU cores, {threads} torch thread(s) per rank; cpu, float32")
+    print(f"machine: {os.cpu_count()} CPU cores, {threads} torch thread(s) per rank; {args.device}, float32")
     if not args.skip_throughput:
         print(f"\nthroughput: batch {args.batch} x {args.prompt_len}-token prompts, {args.decode_tokens} new tokens")
-        print(f"{'tp_size':>7} {'prefill tok/s':>14} {'decode tok/s':>13}")
+        print(f"{'ranks':<7} {'prefill tok/s':>14} {'decode tok/s':>13}")
         for tp in (1, args.tp_size):
-            prefill, decode = throughput(tp, args.batch, args.prompt_len, args.decode_tokens)
-            print(f"{tp:>7} {prefill:>14.0f} {decode:>13.1f}", flush=True)
+            prefill, decode = throughput(tp, args.batch, args.prompt_len, args.decode_tokens, args.device)
+            print(f"{f'TP={tp}':<7} {prefill:>14.0f} {decode:>13.1f}", flush=True)
     print(f"\nfidelity: TP={args.tp_size} vs TP=1, float32, {args.new_tokens} greedy tokens per prompt")
     print(HEADER)
     with tempfile.TemporaryDirectory(prefix="radixgate-tp-") as root:
-        rows = fidelity(args.models.split(","), args.tp_size, args.prompts, args.new_tokens, root)
+        rows = fidelity(args.models.split(","), args.tp_size, args.prompts, args.new_tokens, root, args.device)
     return 0 if all(row.passed for row in rows) else 1
 
 

@@ -117,13 +117,13 @@ def compare(
     return FidelityRow(model, n, n - excluded, excluded, max_diff, matched)
 
 
-def write_checkpoints(root: str, tokenizer) -> dict[str, str]:
-    """The random Llama-3 (GQA), Qwen2 and Mistral checkpoints of `CHECKPOINT_SHAPES`, small."""
+def write_checkpoints(root: str, tokenizer, names: list[str]) -> dict[str, str]:
+    """The random Llama-3 (GQA), Qwen2 and Mistral checkpoints of `CHECKPOINT_SHAPES` named, small."""
     from radixgate.engine.models.tiny import write_random_checkpoint
 
     paths = {}
-    for name, shape in CHECKPOINT_SHAPES.items():
-        shape = dict(shape)
+    for name in names:
+        shape = dict(CHECKPOINT_SHAPES[name])
         path = os.path.join(root, name)
         if not os.path.isfile(os.path.join(path, "model.safetensors")):
             write_random_checkpoint(

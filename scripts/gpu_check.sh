@@ -14,6 +14,8 @@
 #      model, tokens/s on the 8B shape at batch 1, 8, 32, 64);
 #   7. the same for overlap scheduling (step N+1 launched before step N's tokens are read back),
 #      with and without graphs.
+#   8. tensor parallelism, on a machine with two or more GPUs: TP=2 against TP=1 (NCCL ranks),
+#      tokens/s and the fidelity table; skipped, saying so, with one GPU.
 # Every step runs even if an earlier one failed; logs and a summary go to $OUT (gpu_results/).
 #
 #   bash scripts/gpu_check.sh                 # everything
@@ -23,7 +25,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv-gpu}
 OUT=${OUT:-gpu_results}
-STEPS=${STEPS:-"tests kernels engine quality cuda_graph overlap"}
+STEPS=${STEPS:-"tests kernels engine quality cuda_graph overlap tp"}
 PY="$VENV/bin/python"
 mkdir -p "$OUT"
 declare -A STATUS
@@ -86,8 +88,16 @@ run_step cuda_graph "$PY" -m radixgate.bench.cuda_graph --shape 8b --batch-sizes
 run_step overlap "$PY" -m radixgate.bench.cuda_graph --modes graph graph+overlap eager overlap --shape 8b \
     --batch-sizes 1 8 32 64 --output-len 64
 
+NUM_GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NUM_GPUS" -ge 2 ]; then
+    run_step tp "$PY" -m radixgate.bench.tp --device cuda --tp-size 2 --batch 32 --prompt-len 1024 --decode-tokens 64
+else
+    echo "=== tp: skipped: this machine has $NUM_GPUS GPU (tensor parallelism needs two or more)"
+    STATUS[tp]="skipped: $NUM_GPUS GPU"
+fi
+
 echo "=== summary (logs in $OUT/)"
 for name in $STEPS; do
     echo "$name: ${STATUS[$name]:-skipped}"
 done | tee "$OUT/summary.txt"
-grep -h "^decode .*of copy\|^RESULT\|passed\|failed\|^kv \|^tiny\|^fp8-quality\|^cuda-graph" "$OUT"/*.log 2>/dev/null | cut -c1-400
+grep -h "^decode .*of copy\|^RESULT\|passed\|failed\|^kv \|^tiny\|^fp8-quality\|^cuda-graph\|^llama3_gqa \|^qwen2 \|^mistral \|^TP=" "$OUT"/*.log 2>/dev/null | cut -c1-400
