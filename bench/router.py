@@ -263,7 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-templates", type=int, default=16)
     p.add_argument("--template-tokens", type=int, default=870)
     p.add_argument("--turns", type=int, default=6, help="turns per session")
-    p.add_argument("--user-words", type=int, default=8, help="words per user message (replies: half)")
+    p.add_argument("--user-words", type=int, default=16, help="words per user message (replies: half)")
     p.add_argument("--zipf", type=float, default=0.8, help="template popularity exponent")
     p.add_argument("--pool-fraction", type=float, default=0.4, help="each worker's KV pool / working set")
     p.add_argument(

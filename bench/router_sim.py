@@ -1,12 +1,14 @@
 """`radixgate bench router --simulate`: the router benchmark's workload and policies in seconds, no servers.
 
-Each worker is one LRU `RadixCache` of the pool's size (the engine's own tree) served first come
-first served; the router is the gateway's own `Router`, fed the same in-flight counts and token
-loads the pool gives it. Clients are `concurrency` session runners, each sending its session's
-turns in order, the next one when the previous finished, as the live benchmark does.
+Each worker is one LRU `RadixCache` of the pool's size (the engine's own tree) serving prefill
+batches: the waiting requests with the longest cached prefix first (the engine's "lpm" schedule),
+as many as the pool holds, locked while they run; the router is the gateway's own `Router`, fed
+the same in-flight counts and token loads the pool gives it. Clients are `concurrency` session
+runners, each sending its session's turns in order, the next one when the previous finished, as the
+live benchmark does.
 
-Time is modelled, not measured: a request occupies its worker for `overhead + prefill tokens +
-decode_cost x max_tokens` token-times, so the modelled req/s ratio between policies follows the
+Time is modelled, not measured: a batch occupies its worker for `overhead x requests + prefill
+tokens + decode_cost x max_tokens` token-times, so the modelled req/s ratio between policies follows the
 prefill each one saves (the live benchmark measures it). Cache behaviour is the engine's: the
 served hit is the worker's cached prefix of the prompt (all but its last token) when the request
 starts; the prompt is then inserted and the least recently used leaves evicted down to the pool.
@@ -152,22 +154,44 @@ def simulate(
         if not worker.busy:
             start(worker)
 
+    batches: list[tuple[str, list[int], list[Any]]] = []  # (worker id, requests, their locked nodes)
+
     def start(worker: SimWorker) -> None:
+        """The engine's next prefill batch: waiting requests, longest cached prefix first (its default
+        "lpm" schedule), while their prompts fit in the pool; each is matched when admitted, inserted and
+        locked while it runs (least recently used unlocked leaves go to make room)."""
         nonlocal served, prompt_total, mispredicted
-        rid = worker.queue.popleft()
-        session, turn, _, matched, _ = requests[rid]
-        namespace, ids = sessions[session][turn]
-        slots, _ = worker.cache.match_prefix(ids[:-1], namespace)  # the engine computes at least the last token
-        hit = len(slots)
-        served += hit
-        prompt_total += len(ids)
-        mispredicted += matched >= BLOCK_TOKENS and hit == 0
-        worker.cache.insert(ids, range(len(ids)), namespace)
-        if worker.cache.evictable_size > worker.capacity:
-            worker.cache.evict(worker.cache.evictable_size - worker.capacity)
+        cache = worker.cache
+        waiting = sorted(worker.queue, key=lambda r: -cached_prefix(cache, prompt_of(r)[1][:-1], prompt_of(r)[0]))
+        admitted: list[int] = []
+        locked: list[Any] = []
+        tokens = 0
+        service = DECODE_TOKENS * max_tokens
+        for rid in waiting:
+            namespace, ids = prompt_of(rid)
+            if admitted and tokens + len(ids) > worker.capacity:
+                break
+            tokens += len(ids)
+            worker.queue.remove(rid)
+            admitted.append(rid)
+            hit = len(cache.match_prefix(ids[:-1], namespace)[0])  # the engine computes at least the last token
+            served += hit
+            prompt_total += len(ids)
+            mispredicted += requests[rid][3] >= BLOCK_TOKENS and hit == 0
+            cache.insert(ids, range(len(ids)), namespace)
+            node = cache.match_prefix(ids, namespace)[1]
+            cache.inc_lock_ref(node)
+            locked.append(node)
+            excess = cache.evictable_size + cache.protected_size - worker.capacity
+            if excess > 0:
+                cache.evict(excess)
+            service += OVERHEAD_TOKENS + len(ids) - hit
         worker.busy = True
-        service = OVERHEAD_TOKENS + (len(ids) - hit) + DECODE_TOKENS * max_tokens
-        heapq.heappush(events_heap, (now + service, next(seq), "done", rid))
+        batches.append((worker.candidate.worker_id, admitted, locked))
+        heapq.heappush(events_heap, (now + service, next(seq), "done", len(batches) - 1))
+
+    def prompt_of(rid: int) -> tuple[str, list[int]]:
+        return sessions[requests[rid][0]][requests[rid][1]]
 
     def next_session() -> None:
         if todo:
@@ -180,18 +204,22 @@ def simulate(
         if kind == "send":
             send(value // 1_000_000, value % 1_000_000)
             continue
-        session, turn, worker_id, _, load = requests[value]
+        worker_id, admitted, locked = batches[value]
         worker = by_id[worker_id]
         worker.account(now)
-        worker.candidate.num_requests -= 1
-        worker.candidate.num_tokens -= load
+        for node in locked:
+            worker.cache.dec_lock_ref(node)
         worker.busy = False
+        for rid in admitted:
+            session, turn, _, _, load = requests[rid]
+            worker.candidate.num_requests -= 1
+            worker.candidate.num_tokens -= load
+            if turn + 1 < len(sessions[session]):
+                heapq.heappush(events_heap, (now, next(seq), "send", session * 1_000_000 + turn + 1))
+            else:
+                next_session()
         if worker.queue:
             start(worker)
-        if turn + 1 < len(sessions[session]):
-            heapq.heappush(events_heap, (now, next(seq), "send", session * 1_000_000 + turn + 1))
-        else:
-            next_session()
     ideal, _ = ideal_hit_rate(sent, pool_tokens * num_workers)
     averages = [w.inflight_area / now if now else 0.0 for w in workers]
     mean = sum(averages) / len(averages)
