@@ -4,7 +4,8 @@
    tokens/s (the rest of the run), with the radix cache flushed between runs. On a CPU the ranks
    share the cores, so TP=2 gains little or loses: the point here is correctness; the speed is a
    GPU's (each rank's device reads half the weights and half the KV).
-2. Fidelity (bench/tp_fidelity.py): per model, greedy tokens and logits of TP=N against TP=1 in
+2. Retraction in a pool too small for the batch, float32 and FP8 KV.
+3. Fidelity (bench/tp_fidelity.py): per model, greedy tokens and logits of TP=N against TP=1 in
    float32: prompts, compared, excluded (top-2 margin under 1e-3), max |logit difference|, token match.
 """
 
@@ -51,6 +52,35 @@ def throughput(tp_size: int, num_prompts: int, prompt_len: int, new_tokens: int,
         engine.shutdown()
 
 
+def retraction(tp_size: int, device: str) -> tuple[str, bool]:
+    """Six 50-token prompts, 24 greedy tokens each, in a 200-token pool: TP=N retracts and resumes,
+    and its tokens still equal TP=1's with room to spare (float32) and its own one-at-a-time run."""
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 100000, (50,), generator=g).tolist() for _ in range(6)]
+    greedy = SamplingParams(max_new_tokens=24, temperature=0.0, ignore_eos=True)
+    lines, ok = [], True
+    roomy = Engine(EngineConfig(max_total_tokens=16384, device=device))
+    reference = [o.token_ids for o in roomy.generate(input_ids=prompts, sampling=greedy)]
+    roomy.shutdown()
+    for kv in ("auto", "fp8_e4m3"):
+        config = EngineConfig(
+            tp_size=tp_size, max_total_tokens=200, disable_radix_cache=True, kv_cache_dtype=kv, device=device
+        )
+        tight = Engine(config)
+        try:
+            outs = [o.token_ids for o in tight.generate(input_ids=prompts, sampling=greedy)]
+            alone = [tight.generate(input_ids=[p], sampling=greedy)[0].token_ids for p in prompts]
+            tight.check_idle_invariant()
+            ok = ok and outs == alone and (kv != "auto" or outs == reference)
+            lines.append(
+                f"kv {kv:<9} TP={tp_size}, 200-token pool: retracted {tight.stats()['num_retracted_reqs']}, tokens "
+                f"= TP=1 with room {outs == reference}, = its own one-at-a-time run {outs == alone}"
+            )
+        finally:
+            tight.shutdown()
+    return "\n".join(lines), ok
+
+
 def fidelity(models: list[str], tp_size: int, num_prompts: int, new_tokens: int, root: str, device: str) -> list:
     from transformers import AutoTokenizer
 
@@ -88,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=32, help="fidelity prompts per model")
     p.add_argument("--new-tokens", type=int, default=8, help="greedy tokens per fidelity prompt")
     p.add_argument("--skip-throughput", action="store_true")
+    p.add_argument("--skip-retraction", action="store_true")
     p.add_argument("--device", default="cpu", help="cpu (gloo ranks) or cuda (one GPU per rank, NCCL)")
     args = p.parse_args(argv)
+    retraction_ok = True
     threads = num_threads() or torch.get_num_threads()
     print(f"machine: {os.cpu_count()} CPU cores, {threads} torch thread(s) per rank; {args.device}, float32")
     if not args.skip_throughput:
@@ -98,11 +130,16 @@ def main(argv: list[str] | None = None) -> int:
         for tp in (1, args.tp_size):
             prefill, decode = throughput(tp, args.batch, args.prompt_len, args.decode_tokens, args.device)
             print(f"{f'TP={tp}':<7} {prefill:>14.0f} {decode:>13.1f}", flush=True)
+    if not args.skip_retraction:
+        print("\nretraction (6 x 50-token prompts, 24 greedy tokens; FP8 scales differ per rank, so FP8 is compared")
+        print("with itself):")
+        text, retraction_ok = retraction(args.tp_size, args.device)
+        print(text, flush=True)
     print(f"\nfidelity: TP={args.tp_size} vs TP=1, float32, {args.new_tokens} greedy tokens per prompt")
     print(HEADER)
     with tempfile.TemporaryDirectory(prefix="radixgate-tp-") as root:
         rows = fidelity(args.models.split(","), args.tp_size, args.prompts, args.new_tokens, root, args.device)
-    return 0 if all(row.passed for row in rows) else 1
+    return 0 if retraction_ok and all(row.passed for row in rows) else 1
 
 
 if __name__ == "__main__":
