@@ -82,7 +82,8 @@ class Evaluator:
                 return self.module.imported_literals[node.id], node
         if isinstance(node, ast.Attribute) and scope.cls and _is_self(node.value):
             return self.module.attr_literals.get((scope.cls, node.attr))
-        if isinstance(node, ast.Attribute) and (held := self.module.imported_literals.get(dotted(node) or "")):
+        imported = self.module.imported_literals
+        if imported and isinstance(node, ast.Attribute) and (held := imported.get(dotted(node) or "")):
             return held, node  # `prompts.QA`, QA a template of the project's module `prompts`
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # `header + template`
             left, right = self.literal(node.left, scope), self.literal(node.right, scope)
@@ -202,7 +203,8 @@ class Evaluator:
             found = self.attribute(scope.cls, node)
             if found is not None:
                 return found
-        if isinstance(node, ast.Attribute) and (held := self.module.imported_constants.get(dotted(node) or "")):
+        constants = self.module.imported_constants
+        if constants and isinstance(node, ast.Attribute) and (held := constants.get(dotted(node) or "")):
             return tuple(p._replace(node=node) for p in held)  # `settings.SYSTEM`, from the project
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             # `uuid.uuid4().hex[:8]`, `now.hour`, `row["text"]`: what the base is, the part is.
