@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import psutil
 import pytest
 
 from radixgate.bench.tp_fidelity import compare, fidelity_prompts, record_greedy
@@ -19,17 +20,25 @@ NEW_TOKENS = 4
 def engines(request, checkpoints):
     # chunked prefill on: prompts over 64 tokens run in chunks
     settings = dict(model_path=checkpoints[request.param], max_total_tokens=8192, chunked_prefill_size=64)
+    listening = _listening()
     with ThreadPoolExecutor(1) as pool:  # TP=1 loads while the rank process starts (imports torch)
         starting = pool.submit(Engine, EngineConfig(tp_size=2, **settings))
         tp1 = Engine(EngineConfig(**settings))
         tp2 = starting.result()
     yield request.param, tp1, tp2
+    ranks = [psutil.Process(p.pid) for p in tp2.tensor_parallel.processes]
     try:
         tp1.check_idle_invariant()
         tp2.check_idle_invariant()
     finally:
         tp1.shutdown()
         tp2.shutdown()
+    # shutdown leaves no rank process and no listening socket (the group's store) behind
+    assert not [p for p in ranks if p.is_running()] and _listening() <= listening
+
+
+def _listening() -> set:
+    return {c.laddr for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN}
 
 
 def test_tp2_matches_tp1_and_warm_matches_cold(engines):
