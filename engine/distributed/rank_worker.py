@@ -79,6 +79,8 @@ def rank_main(config: EngineConfig, path: str, rank: int, port: int, conn: Conne
         model, kv_scales = load_shard(path, rank, config.tp_size, config.torch_dtype, device, group)
         mc = model.full_config
         num_slots = conn.recv()
+        if num_slots is None:  # rank 0 failed to start the engine and stops its ranks
+            return
         kv_heads = local_kv_heads(mc, config.tp_size)
         pool = KVPool(num_slots, mc.num_layers, kv_heads, mc.head_dim, config.kv_torch_dtype, device, kv_scales)
         backend = create_backend(config.attention_backend, pool)
@@ -87,8 +89,11 @@ def rank_main(config: EngineConfig, path: str, rank: int, port: int, conn: Conne
     except EOFError:
         return  # rank 0 went away before the pool was sized
     except BaseException:
-        conn.send(("error", traceback.format_exc()))
-        raise
+        try:
+            conn.send(("error", traceback.format_exc()))  # rank 0 raises it, naming this rank
+        except OSError:
+            pass  # rank 0 is gone too
+        os._exit(1)
     try:
         serve_steps(model, backend, group, conn)
     except EOFError:
