@@ -8,7 +8,6 @@ the step instead of hanging it."""
 from __future__ import annotations
 
 import datetime
-import os
 from typing import Any
 
 import torch
@@ -44,7 +43,7 @@ class TPGroup:
             nccl_options._timeout = self.timeout
             self.backend = dist.ProcessGroupNCCL(prefixed, self.rank, self.size, nccl_options)
         else:
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+            # bound to loopback, as GLOO_SOCKET_IFNAME=lo would, without changing the process's environment
             options = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
             options._timeout = self.timeout
             options._devices = [dist.ProcessGroupGloo.create_device(interface="lo")]
