@@ -8,6 +8,7 @@ the step instead of hanging it."""
 from __future__ import annotations
 
 import datetime
+import socket
 from typing import Any
 
 import torch
@@ -23,9 +24,24 @@ class TPGroup:
     def __init__(self, rank: int, size: int, port: int = 0, device: str = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S):
         self.rank, self.size, self.device = rank, size, torch.device(device)
         self.timeout = datetime.timedelta(seconds=timeout_s)
-        # Rank 0 listens (port 0: the kernel picks a free one, no race between choosing and binding).
+        listen_fd = None
+        if rank == 0:
+            # Rank 0 listens on loopback only (the store alone would bind every interface), on a port
+            # the kernel picks: no race between choosing and binding. The store owns the socket.
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(size * 4)
+            port = listener.getsockname()[1]
+            listen_fd = listener.detach()
         self.store = dist.TCPStore(
-            "127.0.0.1", port, size, rank == 0, timeout=self.timeout, wait_for_workers=False, use_libuv=False
+            "127.0.0.1",
+            port,
+            size,
+            rank == 0,
+            timeout=self.timeout,
+            wait_for_workers=False,
+            master_listen_fd=listen_fd,
+            use_libuv=False,
         )
         self.port = self.store.port
         self.store_alive = True

@@ -25,6 +25,9 @@ def engines(request, checkpoints):
         starting = pool.submit(Engine, EngineConfig(tp_size=2, **settings))
         tp1 = Engine(EngineConfig(**settings))
         tp2 = starting.result()
+    # the ranks meet on loopback only: the group's store and gloo's pairs listen on 127.0.0.1
+    opened = {addr.ip for addr in _listening() - listening}
+    assert opened and opened <= {"127.0.0.1", "::ffff:127.0.0.1"}, opened
     yield request.param, tp1, tp2
     ranks = [psutil.Process(p.pid) for p in tp2.tensor_parallel.processes]
     try:
