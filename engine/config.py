@@ -34,6 +34,12 @@ def num_threads() -> int | None:
     return int(value) if value else None
 
 
+def tp_timeout_s() -> float:
+    """RADIXGATE_TP_TIMEOUT_S bounds each tensor-parallel collective (default 300: a first GPU step may
+    compile kernels); a rank that stops answering fails the step after it instead of hanging it."""
+    return float(_env("TP_TIMEOUT_S") or 300.0)
+
+
 def default_model_cache_dir() -> str:
     return _env("CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "radixgate")
 

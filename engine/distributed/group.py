@@ -14,16 +14,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-DEFAULT_TIMEOUT_S = 300.0  # the first forward on a GPU may compile kernels; a dead peer fails at once anyway
+from ..config import tp_timeout_s
 
 
 class TPGroup:
     """`rank` of `size` ranks meeting at tcp://127.0.0.1:`port`. Rank 0 creates the store (on a free
     port) before the other ranks start; `connect()` on every rank then builds the backend."""
 
-    def __init__(self, rank: int, size: int, port: int = 0, device: str = "cpu", timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, rank: int, size: int, port: int = 0, device: str = "cpu", timeout_s: float | None = None):
         self.rank, self.size, self.device = rank, size, torch.device(device)
-        self.timeout = datetime.timedelta(seconds=timeout_s)
+        # a dead peer fails a collective at once; the timeout is for one that hangs
+        self.timeout = datetime.timedelta(seconds=timeout_s if timeout_s is not None else tp_timeout_s())
         listen_fd = None
         if rank == 0:
             # Rank 0 listens on loopback only (the store alone would bind every interface), on a port

@@ -118,6 +118,12 @@ class TensorParallel:
             self.check_alive()
         except RuntimeError as dead:
             raise dead from error
+        if "timed out" in str(error).lower():
+            seconds = self.group.timeout.total_seconds()
+            raise RuntimeError(
+                f"a tensor-parallel collective timed out after {seconds:g} s: a rank stopped answering "
+                "(RADIXGATE_TP_TIMEOUT_S sets the limit); the engine cannot continue"
+            ) from error
 
     def shutdown(self) -> None:
         """Stops every rank: asks, waits STOP_TIMEOUT_S, then kills. Idempotent."""
