@@ -40,7 +40,15 @@ import httpx
 from radixgate.gateway.pool_member import load_front_tokenizer
 from radixgate.gateway.server_process import ServerProcess
 
-from .router_workload import TENANT_KEYS, Session, build_workload, ideal_hit_rate, prompt_ids
+from .router_workload import (  # noqa: F401  (bench ray uses them from here)
+    TENANT_KEYS,
+    Session,
+    build_workload,
+    ideal_hit_rate,
+    make_sessions,
+    make_templates,
+    prompt_ids,
+)
 
 ADMIN_KEY = "bench-admin"
 WORKER_KEY = "bench-worker-key"
