@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 
@@ -64,7 +65,23 @@ def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCaus
     return model, kv_scales
 
 
+# A folder's parsed tokenizer, by (path, its files' sizes and times): engines started in one process
+# (tests, --dp-size) each get a deep copy, about half the cost of parsing a 100k-token vocabulary
+# again, and no Rust tokenizer object is shared between engines' threads.
+_TOKENIZERS: dict[tuple, object] = {}
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path)
+    folder = os.path.abspath(path)
+    files = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    key = (
+        folder,
+        *((f, os.stat(os.path.join(folder, f)).st_mtime_ns, os.path.getsize(os.path.join(folder, f))) for f in files),
+    )
+    if key not in _TOKENIZERS:
+        if len(_TOKENIZERS) >= 4:  # a few folders at most (tests write many checkpoints)
+            del _TOKENIZERS[next(iter(_TOKENIZERS))]
+        _TOKENIZERS[key] = AutoTokenizer.from_pretrained(path)
+    return copy.deepcopy(_TOKENIZERS[key])
