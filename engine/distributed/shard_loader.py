@@ -3,32 +3,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import torch
 from safetensors import safe_open
 
-from ..models.llama import ModelConfig, rope_inv_freq
-from ..models.loader import read_config
+from ..models.llama import ModelConfig
+from ..models.loader import KV_SCALE_SUFFIXES, materialize, read_config, shard_files
 from .group import TPGroup
 from .layers import ParallelLlamaForCausalLM, kv_head_range, padded_vocab
 
-_KV_SCALE_SUFFIXES = (".k_scale", ".v_scale")
 _COLUMN = (".q_proj.", ".gate_proj.", ".up_proj.")  # split by output rows
 _KV = (".k_proj.", ".v_proj.")
 _ROW = (".o_proj.weight", ".down_proj.weight")  # split by input columns
 _VOCAB = ("embed_tokens.weight", "lm_head.weight")
-
-
-def _shard_files(path: str) -> list[str]:
-    index_file = os.path.join(path, "model.safetensors.index.json")
-    if os.path.isfile(index_file):
-        with open(index_file) as f:
-            return sorted(set(json.load(f)["weight_map"].values()))
-    if os.path.isfile(os.path.join(path, "model.safetensors")):
-        return ["model.safetensors"]
-    raise ValueError(f"{path!r} has no model.safetensors or model.safetensors.index.json")
 
 
 def _read_slice(tensor_slice, name: str, config: ModelConfig, rank: int, tp: int) -> torch.Tensor:
@@ -60,27 +48,15 @@ def load_shard(
     config = read_config(path)
     state: dict[str, torch.Tensor] = {}
     kv_scales: dict[str, torch.Tensor] = {}
-    for file in _shard_files(path):
+    for file in shard_files(path):
         with safe_open(os.path.join(path, file), framework="pt") as f:
             for name in f.keys():  # noqa: SIM118 (safe_open is not a dict)
                 if name.endswith("rotary_emb.inv_freq") or (config.tie_word_embeddings and name == "lm_head.weight"):
                     continue
-                if name.endswith(_KV_SCALE_SUFFIXES):
+                if name.endswith(KV_SCALE_SUFFIXES):
                     kv_scales[name] = f.get_tensor(name)
                     continue
                 state[name] = _read_slice(f.get_slice(name), name, config, rank, tp)
     with torch.device("meta"):
         model = ParallelLlamaForCausalLM(config, rank, tp, group)
-    model = model.to_empty(device=device)
-    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
-    missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]
-    if missing or unexpected:
-        raise ValueError(
-            f"checkpoint {path!r} does not match a {config.architecture}: "
-            f"missing {missing[:5]}, unexpected {unexpected[:5]}"
-        )
-    if config.tie_word_embeddings:
-        model.lm_head.weight = model.model.embed_tokens.weight
-    model = model.to(device=device, dtype=dtype).eval()
-    model.rotary.inv_freq = rope_inv_freq(config).to(device)
-    return model, kv_scales
+    return materialize(model, state, config, path, dtype, device), kv_scales

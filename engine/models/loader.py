@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from typing import TypeVar
 
 import torch
 from safetensors.torch import load_file
@@ -12,7 +13,7 @@ from safetensors.torch import load_file
 from .llama import LlamaForCausalLM, ModelConfig, rope_inv_freq
 
 # Checkpoint tensors that are not parameters of ours: KV-cache scales are read by the KV pool.
-_KV_SCALE_SUFFIXES = (".k_scale", ".v_scale")
+KV_SCALE_SUFFIXES = (".k_scale", ".v_scale")
 
 
 def read_config(path: str) -> ModelConfig:
@@ -23,32 +24,30 @@ def read_config(path: str) -> ModelConfig:
         return ModelConfig.from_hf(json.load(f))
 
 
-def read_state_dict(path: str) -> dict[str, torch.Tensor]:
-    """Single-file or sharded (model.safetensors.index.json) safetensors."""
+def shard_files(path: str) -> list[str]:
+    """The checkpoint's safetensors files: single-file or sharded (model.safetensors.index.json)."""
     index_file = os.path.join(path, "model.safetensors.index.json")
     if os.path.isfile(index_file):
         with open(index_file) as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
-    elif os.path.isfile(os.path.join(path, "model.safetensors")):
-        shards = ["model.safetensors"]
-    else:
-        raise ValueError(f"{path!r} has no model.safetensors or model.safetensors.index.json")
+            return sorted(set(json.load(f)["weight_map"].values()))
+    if os.path.isfile(os.path.join(path, "model.safetensors")):
+        return ["model.safetensors"]
+    raise ValueError(f"{path!r} has no model.safetensors or model.safetensors.index.json")
+
+
+def read_state_dict(path: str) -> dict[str, torch.Tensor]:
     state: dict[str, torch.Tensor] = {}
-    for shard in shards:
+    for shard in shard_files(path):
         state.update(load_file(os.path.join(path, shard)))
     return state
 
 
-def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCausalLM, dict[str, torch.Tensor]]:
-    """Returns the model in eval mode and any KV-cache scale tensors the checkpoint carries."""
-    config = read_config(path)
-    state = read_state_dict(path)
-    kv_scales = {k: state.pop(k) for k in list(state) if k.endswith(_KV_SCALE_SUFFIXES)}
-    state = {k: v for k, v in state.items() if not k.endswith("rotary_emb.inv_freq")}
-    if config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    with torch.device("meta"):
-        model = LlamaForCausalLM(config)
+M = TypeVar("M", bound=LlamaForCausalLM)
+
+
+def materialize(model: M, state: dict[str, torch.Tensor], config: ModelConfig, path: str, dtype, device: str) -> M:
+    """`model` built on the meta device takes `state`'s tensors (all of its parameters but a tied LM
+    head, nothing else), ties the embeddings, and moves to `device` and `dtype`, in eval mode."""
     model = model.to_empty(device=device)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     missing = [k for k in missing if not (config.tie_word_embeddings and k == "lm_head.weight")]
@@ -62,7 +61,20 @@ def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCaus
     # assign=True keeps the state dict's tensors (read on the CPU): move them where the model runs.
     model = model.to(device=device, dtype=dtype).eval()
     model.rotary.inv_freq = rope_inv_freq(config).to(device)  # rope stays float32, as in HF
-    return model, kv_scales
+    return model
+
+
+def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCausalLM, dict[str, torch.Tensor]]:
+    """Returns the model in eval mode and any KV-cache scale tensors the checkpoint carries."""
+    config = read_config(path)
+    state = read_state_dict(path)
+    kv_scales = {k: state.pop(k) for k in list(state) if k.endswith(KV_SCALE_SUFFIXES)}
+    state = {k: v for k, v in state.items() if not k.endswith("rotary_emb.inv_freq")}
+    if config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    return materialize(model, state, config, path, dtype, device), kv_scales
 
 
 # A folder's parsed tokenizer, by (path, its files' sizes and times): engines started in one process
@@ -76,10 +88,8 @@ def load_tokenizer(path: str):
 
     folder = os.path.abspath(path)
     files = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-    key = (
-        folder,
-        *((f, os.stat(os.path.join(folder, f)).st_mtime_ns, os.path.getsize(os.path.join(folder, f))) for f in files),
-    )
+    stats = [(f, os.stat(os.path.join(folder, f))) for f in files]
+    key = (folder, *((f, st.st_mtime_ns, st.st_size) for f, st in stats))
     if key not in _TOKENIZERS:
         if len(_TOKENIZERS) >= 4:  # a few folders at most (tests write many checkpoints)
             del _TOKENIZERS[next(iter(_TOKENIZERS))]
