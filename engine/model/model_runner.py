@@ -36,10 +36,6 @@ class ModelRunner:
         scheduler/overlap.py) instead of each request's last token. Nothing is read back from the
         device here, so a GPU step can be queued while the host works on."""
         reqs = batch.reqs
-        if batch.is_decode and self.decode_graphs is not None:
-            graphed = self._decode_graphed(reqs, decode_ids)
-            if graphed is not None:
-                return graphed, list(reqs)
         rows = self._tensor([r.table_row() for r in reqs])
         starts = [r.num_computed for r in reqs]
         ext = [r.extend_len for r in reqs]
@@ -65,6 +61,10 @@ class ModelRunner:
             qo_indptr[1:] = self._tensor(ext).cumsum(0)
             self.num_prefill_tokens += sum(ext[: batch.num_prefills])  # not the decodes of a mixed batch
         out_slots = self.slot_table.table[rows.repeat_interleave(self._tensor(ext), output_size=sum(ext)), positions]
+        graphs = self.decode_graphs  # CUDA: a decode step that fits its buffers is replayed (cuda_graph.py)
+        if batch.is_decode and graphs is not None and graphs.can_run(len(reqs), sum(kv_len_list)):
+            self.num_forward_tokens += len(reqs)
+            return graphs.run(input_ids, positions, out_slots, kv_len_list, kv_indices), list(reqs)
         if batch.is_decode:  # every row (with decode_ids, the host does not know the last token yet)
             sampled = list(range(len(reqs)))
         else:
@@ -97,24 +97,3 @@ class ModelRunner:
         a gather of known size (a boolean mask would read the count back from the device)."""
         owner = torch.repeat_interleave(torch.arange(len(kv_lens), device=self.device), kv_lens, output_size=total)
         return table[owner, torch.arange(total, device=self.device) - kv_indptr[:-1][owner]]
-
-    def _decode_graphed(self, reqs: list, decode_ids: torch.Tensor | None) -> torch.Tensor | None:
-        """A decode step through the graph runner, its metadata built without reading anything back
-        from the device; None when the batch does not fit the runner's buffers."""
-        graphs = self.decode_graphs
-        assert graphs is not None
-        kv_lens = [r.num_computed + 1 for r in reqs]
-        total = sum(kv_lens)
-        if not graphs.can_run(len(reqs), total):
-            return None
-        rows = self._tensor([r.table_row() for r in reqs])
-        positions = self._tensor([r.num_computed for r in reqs])
-        lens = self._tensor(kv_lens)
-        kv_indptr = torch.zeros(len(reqs) + 1, dtype=torch.int64, device=self.device)
-        kv_indptr[1:] = lens.cumsum(0)
-        kv_indices = self._kv_indices(self.slot_table.table[rows, : max(kv_lens)], lens, kv_indptr, total)
-        out_slots = self.slot_table.table[rows, positions]
-        input_ids = decode_ids if decode_ids is not None else self._tensor([r.last_token_id for r in reqs])
-        logits = graphs.run(input_ids, positions, out_slots, kv_lens, kv_indices)
-        self.num_forward_tokens += len(reqs)
-        return logits

@@ -91,12 +91,10 @@ class RunAhead:
     def _continues(self, reqs: list[Req]) -> list[int] | None:
         """When the next schedule() is certain to be a decode of `reqs` (less those that finished
         or were aborted since) that retracts nothing: the rows of `reqs` it runs, in order."""
-        sched, cfg = self.engine.scheduler, self.engine.config
+        sched = self.engine.scheduler
         cm = sched.cache_manager
-        if sched.chunked is not None or not sched.running:
+        if not sched.running or sched.may_prefill():
             return None
-        if sched.waiting and sched.num_running < cfg.max_running_requests and cm.slot_table.num_free_rows > 0:
-            return None  # a prefill may be admitted
         rows: list[int] = []
         row = 0
         for req in sched.running:  # removing requests keeps the others' order

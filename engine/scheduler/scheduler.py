@@ -53,6 +53,14 @@ class Scheduler:
     def is_idle(self) -> bool:
         return not self.waiting and not self.running and self.chunked is None
 
+    def may_prefill(self) -> bool:
+        """Whether the next schedule() can run a prefill: a chunk in progress, or a waiting request
+        with a running slot and a slot-table row free for it (the admission loop's own limits)."""
+        if self.chunked is not None:
+            return True
+        room = self.num_running < self.config.max_running_requests and self.cache_manager.slot_table.num_free_rows > 0
+        return bool(self.waiting) and room
+
     def add(self, req: Req) -> None:
         self.waiting.append(req)
 
