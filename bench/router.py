@@ -47,6 +47,7 @@ from .router_workload import (  # noqa: F401  (bench ray uses them from here)
     ideal_hit_rate,
     make_sessions,
     make_templates,
+    print_vs_round_robin,
     prompt_ids,
 )
 
@@ -255,12 +256,7 @@ def print_table(results: list[PolicyResult], title: str) -> None:
             f"{r.ttft_p50 * 1000:>7.0f}ms {r.ttft_p99 * 1000:>7.0f}ms {r.balance:>17.3f} "
             f"{r.mispredicted:>11.1%} {r.num_ok:>4} {r.num_failed:>6}"
         )
-    by_name = {r.policy: r for r in results}
-    rr = by_name.get("round_robin")
-    for name in ("cache_aware", "cache_aware+events"):
-        ca = by_name.get(name)
-        if rr and ca and rr.hit_rate and rr.rps:
-            print(f"{name} vs round_robin: hit x{ca.hit_rate / rr.hit_rate:.2f}, req/s x{ca.rps / rr.rps:.2f}")
+    print_vs_round_robin(results)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -32,7 +32,7 @@ from typing import Any
 from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
 from radixgate.gateway.router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
 
-from .router_workload import Workload, build_workload, ideal_hit_rate
+from .router_workload import Workload, build_workload, ideal_hit_rate, print_vs_round_robin
 
 OVERHEAD_TOKENS = 64  # a request's fixed cost, in prefill-token times
 DECODE_TOKENS = 16  # one decode step, in prefill-token times
@@ -250,12 +250,7 @@ def print_sim_table(results: Sequence[SimResult], title: str) -> None:
             f"{r.policy:<20} {r.hit_rate:>6.3f} {r.ideal:>6.3f} {r.vs_ideal:>9.3f} {r.rps:>7.1f} {r.balance:>17.3f} "
             f"{r.mispredicted_rate:>11.1%}"
         )
-    by_name = {r.policy: r for r in results}
-    rr = by_name.get("round_robin")
-    for name in ("cache_aware", "cache_aware+events"):
-        ca = by_name.get(name)
-        if rr and ca and rr.hit_rate and rr.rps:
-            print(f"{name} vs round_robin: hit x{ca.hit_rate / rr.hit_rate:.2f}, modelled req/s x{ca.rps / rr.rps:.2f}")
+    print_vs_round_robin(results, "modelled req/s")
     print("req/s*: requests per million modelled token-times (prefill + fixed costs), for ratios only")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,3 +131,13 @@ def build_workload(args: argparse.Namespace, tokenizer: Any, seed: int | None = 
     prefixes = reusable_working_set(tokenizer, templates, sessions)
     working_set = prefixes if getattr(args, "working_set", "all") == "prefixes" else distinct
     return Workload(templates, sessions, requests, prefixes, distinct, int(args.pool_fraction * working_set))
+
+
+def print_vs_round_robin(results: Sequence[Any], rps_label: str = "req/s") -> None:
+    """cache_aware (and +events) against round robin, for rows with policy, hit_rate and rps."""
+    by_name = {r.policy: r for r in results}
+    rr = by_name.get("round_robin")
+    for name in ("cache_aware", "cache_aware+events"):
+        ca = by_name.get(name)
+        if rr and ca and rr.hit_rate and rr.rps:
+            print(f"{name} vs round_robin: hit x{ca.hit_rate / rr.hit_rate:.2f}, {rps_label} x{ca.rps / rr.rps:.2f}")
