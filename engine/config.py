@@ -136,8 +136,6 @@ class EngineConfig:
             self.kv_events()  # a malformed config fails here, saying what to fix
         if not isinstance(self.tp_size, int) or self.tp_size < 1:
             raise ValueError(f"tp_size must be an integer >= 1, got {self.tp_size!r}")
-        if self.tp_size > 1 and self.enable_hicache:
-            raise ValueError("enable_hicache is not supported with tp_size > 1 yet (each rank's tiers): drop one")
         if self.enable_hicache and self.disable_radix_cache:
             raise ValueError("enable_hicache needs the radix cache: drop disable_radix_cache")
         if self.hicache_storage_dir is not None and not self.enable_hicache:

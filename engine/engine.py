@@ -16,6 +16,7 @@ from .bridge import AbortRequest, AddRequest, CallInLoop, Inbox, LoopThread, Mes
 from .config import EngineConfig, SamplingParams, num_threads
 from .distributed.layers import check_tp_shape, local_kv_heads
 from .distributed.tensor_parallel import TensorParallel
+from .distributed.tier_mirror import attach_mirror
 from .hicache.controller import build_hicache
 from .kvcache.kv_events import KVEventRecorder
 from .kvcache.kv_pool import KVPool
@@ -73,6 +74,8 @@ class Engine:
             tp.start_ranks(self.pool.num_slots)  # same slots on every rank: the scheduler's indices address all
         self.slot_table = SlotTable(config.max_running_requests, self.context_len + 1, config.device)
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
+        if tp is not None and self.hicache is not None:
+            attach_mirror(self.hicache, tp)  # every tier move rank 0 makes, each rank makes on its own heads
         self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
         self.kv_events = KVEventRecorder.attach(config.kv_events(), self.cache_manager.radix_cache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)

@@ -20,6 +20,7 @@ from ..model.attention import AttentionBackend, ForwardContext, create_backend
 from .group import TPGroup
 from .layers import ParallelLlamaForCausalLM, local_kv_heads
 from .shard_loader import load_shard
+from .tier_mirror import RankTiers, TierOp
 
 
 class StepHeader(NamedTuple):
@@ -84,6 +85,7 @@ def rank_main(config: EngineConfig, path: str, rank: int, port: int, conn: Conne
         kv_heads = local_kv_heads(mc, config.tp_size)
         pool = KVPool(num_slots, mc.num_layers, kv_heads, mc.head_dim, config.kv_torch_dtype, device, kv_scales)
         backend = create_backend(config.attention_backend, pool)
+        tiers = RankTiers(config, pool, path, rank) if config.enable_hicache else None
         conn.send(("ready", None))
         group.connect()
     except EOFError:
@@ -95,21 +97,33 @@ def rank_main(config: EngineConfig, path: str, rank: int, port: int, conn: Conne
             pass  # rank 0 is gone too
         os._exit(1)
     try:
-        serve_steps(model, backend, group, conn)
+        serve_steps(model, backend, group, conn, tiers)
     except EOFError:
         pass  # rank 0 is gone: nothing left to serve
     finally:
+        if tiers is not None:
+            tiers.close()  # finishes the queued disk writes, so a restart finds them
         group.close()
     os._exit(0)  # nothing to flush: skip the interpreter's slow teardown of torch, so shutdown is quick
 
 
 @torch.inference_mode()
-def serve_steps(model: ParallelLlamaForCausalLM, backend: AttentionBackend, group: TPGroup, conn: Connection) -> None:
+def serve_steps(
+    model: ParallelLlamaForCausalLM,
+    backend: AttentionBackend,
+    group: TPGroup,
+    conn: Connection,
+    tiers: RankTiers | None,
+) -> None:
     while True:
-        header = conn.recv()
-        if header is None:  # rank 0's shutdown
+        message = conn.recv()
+        if message is None:  # rank 0's shutdown
             return
-        header = StepHeader(*header)
+        if isinstance(message, TierOp):  # a HiCache move, made in the order rank 0 made it
+            assert tiers is not None, f"HiCache move {message.name!r} on a rank without HiCache"
+            tiers.run(message, conn)
+            continue
+        header = StepHeader(*message)
         size = 3 * header.num_tokens + 2 * (header.num_reqs + 1) + header.num_kv + header.num_sampled
         payload = group.broadcast(torch.empty(size, dtype=torch.int64, device=group.device))
         input_ids, positions, ctx, sample_indices = unpack_batch(header, payload, backend)

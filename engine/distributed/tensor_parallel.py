@@ -12,6 +12,7 @@ import time
 import weakref
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from typing import NoReturn
 
 import torch
 
@@ -71,6 +72,31 @@ class TensorParallel:
             self.shutdown()
             raise
 
+    def send_all(self, message: object) -> None:
+        """The same message through every rank's pipe (a HiCache move, between step headers)."""
+        for rank, conn in enumerate(self.conns, start=1):
+            self._send(rank, conn, message)
+
+    def ask_all(self, message: object) -> list[object]:
+        """Sends `message` to every rank and returns each one's answer, in rank order. Waits at most the
+        collectives' timeout for each; a rank that dies or stays silent fails the engine loudly."""
+        self.send_all(message)
+        return [self._answer(rank, conn) for rank, conn in enumerate(self.conns, start=1)]
+
+    def _answer(self, rank: int, conn: Connection) -> object:
+        timeout_s = self.group.timeout.total_seconds()
+        deadline = time.monotonic() + timeout_s
+        process = self.processes[rank - 1]
+        while not conn.poll(0.05):  # not check_alive(): the other ranks' answers make their pipes readable
+            if not process.is_alive():
+                self._died(rank, process)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"tensor-parallel rank {rank} did not answer in {timeout_s:g} s: the engine stops")
+        try:
+            return conn.recv()
+        except EOFError:  # its pipe closed: it died without answering
+            self._died(rank, process)
+
     def _send(self, rank: int, conn: Connection, message: object) -> None:
         try:
             conn.send(message)
@@ -90,15 +116,20 @@ class TensorParallel:
             raise RuntimeError(f"tensor-parallel rank {rank} failed to start:\n{detail}")
 
     def check_alive(self) -> None:
-        """Raises RuntimeError naming the first rank that has died. A rank sends nothing once ready,
-        so its pipe turning readable means it closed: the process is gone even before it is reaped."""
+        """Raises RuntimeError naming the first rank that has died. Once ready, a rank sends nothing but
+        the answers `ask_all` reads at once, so its pipe turning readable means it closed: the process
+        is gone even before it is reaped."""
         for rank, (process, conn) in enumerate(zip(self.processes, self.conns, strict=True), start=1):
             if not process.is_alive() or conn.poll():
-                process.join(1.0)
-                raise RuntimeError(
-                    f"tensor-parallel rank {rank} (pid {process.pid}) died (exit code {process.exitcode}): "
-                    "the engine cannot continue; restart it"
-                )
+                self._died(rank, process)
+
+    @staticmethod
+    def _died(rank: int, process: BaseProcess) -> NoReturn:
+        process.join(1.0)
+        raise RuntimeError(
+            f"tensor-parallel rank {rank} (pid {process.pid}) died (exit code {process.exitcode}): "
+            "the engine cannot continue; restart it"
+        )
 
     def broadcast_batch(
         self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: ForwardContext, sample_indices: torch.Tensor

@@ -32,6 +32,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -43,6 +45,9 @@ from .disk_store import DiskStore
 from .host_pool import HostPool
 from .remote_io import RemoteIO
 from .storage_backend import create_backend
+
+if TYPE_CHECKING:
+    from ..distributed.tier_mirror import TierMirror
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +76,7 @@ class HiCache:
         self.num_host_loaded_tokens = 0
         self.num_disk_loaded_tokens = 0
         self.num_remote_loaded_tokens = 0
+        self.mirror: TierMirror | None = None  # tensor parallelism: the same moves on ranks 1..N-1
 
     @property
     def tree(self) -> RadixCache:
@@ -99,8 +105,12 @@ class HiCache:
             if not self.host.can_allocate(n):
                 return False
         slots = self.host.allocate(n)
-        ks, vs = self.device.read(torch.tensor(node.device_slots, dtype=torch.int64, device=self.device.device))
+        device_slots = node.device_slots
+        assert device_slots is not None, "only a node on the device is copied to the host"
+        ks, vs = self.device.read(torch.tensor(device_slots, dtype=torch.int64, device=self.device.device))
         self.host.write(slots, ks, vs)
+        if self.mirror is not None:
+            self.mirror.to_host(device_slots, slots)
         self.tree.set_host_slots(node, slots)
         self.num_host_backup_tokens += n
         self._push(node)
@@ -176,30 +186,21 @@ class HiCache:
 
     # ---- load-back ----------------------------------------------------------------------------
     def load(
-        self, dst_slots: list[int], host_slots: list[int], disk: DiskLoad | None, remote: DiskLoad | None = None
+        self,
+        dst_slots: list[int],
+        host_slots: list[int],
+        disk: DiskLoad | None,
+        remote: DiskLoad | None = None,
+        rid: str = "",
     ) -> None:
-        """Copies host KV, then disk KV, then remote KV into device slots `dst_slots` (in that order)."""
-        h = len(host_slots)
-        dev = self.device.device
-        if h:
-            ks, vs = self.host.read(host_slots)
-            idx = torch.tensor(dst_slots[:h], dtype=torch.int64, device=dev)
-            # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
-            self.device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
-            self.num_host_loaded_tokens += h
-        start = h
-        for blocks in (disk, remote):
-            if blocks is None or not blocks.num_tokens:
-                continue
-            k = torch.cat([b[0] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
-            v = torch.cat([b[1] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
-            idx = torch.tensor(dst_slots[start : start + blocks.num_tokens], dtype=torch.int64, device=dev)
-            self.device.write(idx, [x.to(dev) for x in k.unbind(0)], [x.to(dev) for x in v.unbind(0)])
-            start += blocks.num_tokens
-            if blocks is disk:
-                self.num_disk_loaded_tokens += blocks.num_tokens
-            else:
-                self.num_remote_loaded_tokens += blocks.num_tokens
+        """Copies host KV, then disk KV, then remote KV into device slots `dst_slots` (in that order);
+        under tensor parallelism every rank copies its own KV (`rid`: whose read blocks)."""
+        copy_to_device(self.device, self.host, dst_slots, host_slots, (disk, remote))
+        if self.mirror is not None:
+            self.mirror.load(rid, dst_slots, host_slots, disk, remote)
+        self.num_host_loaded_tokens += len(host_slots)
+        self.num_disk_loaded_tokens += disk.num_tokens if disk is not None else 0
+        self.num_remote_loaded_tokens += remote.num_tokens if remote is not None else 0
 
     # ---- disk ---------------------------------------------------------------------------------
     @property
@@ -243,6 +244,8 @@ class HiCache:
             self.remote_io.wait(timeout)
 
     def forget(self, rid: str) -> None:
+        if self.mirror is not None:
+            self.mirror.forget(rid)
         if self.disk_io is not None:
             self.disk_io.forget(rid)
         if self.remote_io is not None:
@@ -304,12 +307,49 @@ class HiCache:
             self.remote_io.close()
 
 
+def copy_to_device(
+    device: KVPool,
+    host: HostPool,
+    dst_slots: list[int],
+    host_slots: list[int],
+    reads: tuple[DiskLoad | None, ...],
+) -> None:
+    """Host KV, then each read's blocks (disk, remote), into device slots `dst_slots`, in that order."""
+    h = len(host_slots)
+    dev = device.device
+    if h:
+        ks, vs = host.read(host_slots)
+        idx = torch.tensor(dst_slots[:h], dtype=torch.int64, device=dev)
+        # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
+        device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
+    start = h
+    for blocks in reads:
+        if blocks is None or not blocks.num_tokens:
+            continue
+        k = torch.cat([b[0] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
+        v = torch.cat([b[1] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
+        idx = torch.tensor(dst_slots[start : start + blocks.num_tokens], dtype=torch.int64, device=dev)
+        device.write(idx, [x.to(dev) for x in k.unbind(0)], [x.to(dev) for x in v.unbind(0)])
+        start += blocks.num_tokens
+
+
 def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCache:
     """The host tier sized by `hicache_size` (GB) or `hicache_ratio` x the device pool, the disk
     tier in `hicache_storage_dir` (if given) with a `hicache_storage_size` GB budget, and the remote
     tier on `hicache_storage_backend` (if given). A store that does not answer at start is a
     warning, not an error: the engine serves, and the tier joins once the store answers."""
-    ps = config.page_size
+    host, disk_io, remote_io = build_tiers(config, pool, model_path)
+    return HiCache(pool, host, disk_io, config.hicache_write_policy, remote_io)
+
+
+def build_tiers(
+    config: EngineConfig, pool: KVPool, model_path: str, rank: int = 0
+) -> tuple[HostPool, DiskIO | None, RemoteIO | None]:
+    """One rank's host pool, disk tier and remote tier. Under tensor parallelism every rank builds
+    its own for its own KV heads: a host pool of the same size (rank 0's host slots address every
+    rank's), disk files in `<hicache_storage_dir>/tp<N>-rank<r>` with their own budget, its own
+    connection to the remote store; the fingerprint naming the blocks carries tp_size and the rank."""
+    ps, tp = config.page_size, (config.tp_size, rank)
     host_bytes_per_token = sum(b[0].numel() * b.element_size() for b in pool.k_buffers + pool.v_buffers)
     if config.hicache_size > 0:
         num_tokens = int(config.hicache_size * 1e9) // host_bytes_per_token
@@ -318,9 +358,12 @@ def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCach
     host = HostPool(max(1, num_tokens // ps), ps, pool)
     disk_io = None
     if config.hicache_storage_dir:
+        root = config.hicache_storage_dir
+        if config.tp_size > 1:  # a TP=1 engine on the same directory indexes none of these files
+            root = os.path.join(root, f"tp{config.tp_size}-rank{rank}")
         buf = pool.k_buffers[0]
         store = DiskStore(
-            config.hicache_storage_dir,
+            root,
             int(config.hicache_storage_size * 1e9),
             "",
             DISK_BLOCK_TOKENS,
@@ -328,7 +371,7 @@ def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCach
             tuple(buf.shape[1:]),
             pool.num_layers,
         )
-        disk_io = DiskIO(store, pool, host, model_path)
+        disk_io = DiskIO(store, pool, host, model_path, tp)
     remote_io = None
     if config.hicache_storage_backend is not None:
         options = config.hicache_storage_backend_options
@@ -340,5 +383,5 @@ def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCach
                 options["url"],
             )
         timeout_s = float(options["timeout_s"])  # type: ignore[arg-type]
-        remote_io = RemoteIO(backend, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s)
-    return HiCache(pool, host, disk_io, config.hicache_write_policy, remote_io)
+        remote_io = RemoteIO(backend, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s, tp)
+    return host, disk_io, remote_io

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -23,6 +24,11 @@ from ..kvcache.kv_pool import KVPool
 from ..kvcache.radix_cache import TreeNode
 from .disk_store import DiskStore
 from .host_pool import HostPool
+
+if TYPE_CHECKING:
+    from ..distributed.tier_mirror import TierMirror
+
+Where = list[tuple[bool, int]]  # (on device, slot) of each token of a block
 
 
 @dataclass
@@ -39,6 +45,7 @@ class DiskLoad:
 class _Prefetch:
     first_block: int
     future: Future
+    num_agreed: int | None = None  # tensor parallelism: the blocks every rank has read
 
 
 class DiskIO:
@@ -57,6 +64,7 @@ class DiskIO:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-write")
         self.num_backup_tokens = 0
         self.num_write_failures = 0
+        self.mirror: TierMirror | None = None  # tensor parallelism: the same reads and writes on ranks 1..N-1
 
     @property
     def ready_store(self) -> DiskStore | None:
@@ -91,10 +99,16 @@ class DiskIO:
             future = self._reader.submit(self._read_blocks, keys[first:num_blocks])
             self._track(future)
             self._prefetches[rid] = _Prefetch(first, future)
+            if self.mirror is not None:
+                self.mirror.prefetch("disk", rid, keys[first:num_blocks])
             return True
         if not p.future.done():
             return True
         blocks = p.future.result()
+        if self.mirror is not None:  # a block missing or damaged on any rank is a miss on every rank
+            if p.num_agreed is None:
+                p.num_agreed = self.mirror.agree("disk", rid, len(blocks))
+            blocks = blocks[: p.num_agreed]
         start = p.first_block * bs
         end = start + len(blocks) * bs
         if start > num_in_memory or end <= num_in_memory:
@@ -109,6 +123,19 @@ class DiskIO:
                 break  # a prefix cannot skip a block: the rest is recomputed
             blocks.append(block)
         return blocks
+
+    def read_async(self, keys: list[str]) -> Future:
+        """Ranks 1..N-1: reads the leading stored blocks of `keys` on the reader thread, after every
+        write queued before (rank 0 counts a block once its own write finished; this rank's may lag)."""
+        self.disk_store.num_cached_blocks(keys)  # marks them recently used, as rank 0's match did
+        written = self._writer.submit(lambda: None)  # the writer is one thread: done after earlier writes
+        future = self._reader.submit(self._read_after, written, keys)
+        self._track(future)
+        return future
+
+    def _read_after(self, written: Future, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        written.result()
+        return self._read_blocks(keys)
 
     def wait(self, timeout: float) -> None:
         """Blocks until some prefetch finishes (or `timeout`): what the loop does when nothing else
@@ -134,10 +161,19 @@ class DiskIO:
             return
         where = path_slots(path)
         bs = store.block_size
-        for j in todo:
-            k, v = gather_kv(self.device, self.host, where[j * bs : (j + 1) * bs])
-            self._pending_writes.add(keys[j])
-            self._track(self._writer.submit(self._write_block, keys[j], k, v))
+        blocks = [(keys[j], where[j * bs : (j + 1) * bs]) for j in todo]
+        self.write_blocks(blocks)
+        if self.mirror is not None:
+            self.mirror.write("disk", blocks)
+
+    def write_blocks(self, blocks: list[tuple[str, Where]]) -> None:
+        """Queues the blocks (key, where its tokens' KV is) that are neither stored nor queued."""
+        for key, where in blocks:
+            if key in self._pending_writes or key in self.disk_store:
+                continue
+            k, v = gather_kv(self.device, self.host, where)
+            self._pending_writes.add(key)
+            self._track(self._writer.submit(self._write_block, key, k, v))
 
     def _write_block(self, key: str, k: torch.Tensor, v: torch.Tensor) -> None:
         try:

@@ -54,6 +54,13 @@ def chain_keys(tokens: list[int], namespace: object, fingerprint: str, block_siz
     return keys
 
 
+def rank_key(fingerprint: str, key: str) -> str:
+    """Tensor parallelism: the key of rank r's share of the block rank 0 names `key` (rank 0 names
+    blocks by `chain_keys` with its own fingerprint; every rank's fingerprint carries tp_size and
+    the rank, so no rank, nor an engine of another tp_size, reads another's files)."""
+    return hashlib.sha256(f"{fingerprint}|{key}".encode()).hexdigest()
+
+
 def encode_block(header: dict[str, object], k: torch.Tensor, v: torch.Tensor) -> list[bytes]:
     """The entry format's parts, in order (joined, they are the entry): magic and header, K, V, digest."""
     head = json.dumps({**header, "dtype": _dtype_name(k.dtype), "shape": list(k.shape)}).encode()

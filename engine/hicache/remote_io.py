@@ -30,15 +30,19 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from ..kvcache.kv_pool import KVPool
 from ..kvcache.radix_cache import TreeNode
-from .disk_io import DiskLoad, gather_kv, kv_fingerprint, kv_needs_calibration, path_slots
+from .disk_io import DiskLoad, Where, gather_kv, kv_fingerprint, kv_needs_calibration, path_slots
 from .disk_store import chain_keys, decode_block, encode_block
 from .host_pool import HostPool
 from .storage_backend import StorageBackend, StoreUnavailable
+
+if TYPE_CHECKING:
+    from ..distributed.tier_mirror import TierMirror
 
 _MAX_KNOWN_KEYS = 1 << 16
 logger = logging.getLogger(__name__)
@@ -49,6 +53,7 @@ class _Fetch:
     first_block: int
     future: Future
     deadline: float  # time.monotonic() after which the request stops waiting for it
+    num_agreed: int | None = None  # tensor parallelism: the blocks every rank has fetched
 
 
 class RemoteIO:
@@ -89,6 +94,7 @@ class RemoteIO:
         self.num_write_failures = 0  # blocks whose write the store did not take
         self.num_writes_dropped = 0  # blocks not sent: the store was down or the queue full
         self.num_fetch_timeouts = 0  # requests that stopped waiting for a read
+        self.mirror: TierMirror | None = None  # tensor parallelism: the same reads and writes on ranks 1..N-1
 
     def ready_fingerprint(self) -> str | None:
         if self.fingerprint is None and not kv_needs_calibration(self.device):
@@ -115,6 +121,8 @@ class RemoteIO:
             future = self._reader.submit(self._fetch, cached[1][first:])
             self._track(future)
             self._fetches[rid] = _Fetch(first, future, time.monotonic() + self.timeout_s)
+            if self.mirror is not None:
+                self.mirror.prefetch("remote", rid, cached[1][first:])
             return True
         if not f.future.done():
             if time.monotonic() < f.deadline:
@@ -130,6 +138,10 @@ class RemoteIO:
             f.deadline = float("inf")
             return None
         blocks = f.future.result()
+        if self.mirror is not None:  # a block missing or damaged on any rank is a miss on every rank
+            if f.num_agreed is None:
+                f.num_agreed = self.mirror.agree("remote", rid, len(blocks))
+            blocks = blocks[: f.num_agreed]
         start = f.first_block * bs
         end = start + len(blocks) * bs
         if start > num_in_memory or end <= num_in_memory:
@@ -155,6 +167,18 @@ class RemoteIO:
             blocks.append(block)
             self._remember(key)
         return blocks
+
+    def fetch_async(self, keys: list[str]) -> Future:
+        """Ranks 1..N-1: fetches the leading stored blocks of `keys` on the reader thread, after every
+        write queued before (rank 0 saw its own write finish; this rank's may lag)."""
+        written = self._writer.submit(lambda: None)  # the writer is one thread: done after earlier writes
+        future = self._reader.submit(self._fetch_after, written, keys)
+        self._track(future)
+        return future
+
+    def _fetch_after(self, written: Future, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        written.result()
+        return self._fetch(keys)
 
     def wait(self, timeout: float) -> None:
         """Blocks until some fetch finishes (or `timeout`), when the loop has nothing else to run."""
@@ -192,23 +216,37 @@ class RemoteIO:
             return 0
         bs = self.block_size
         keys = chain_keys([t for n in path for t in n.key], namespace, fingerprint, bs)
-        with self._lock:
-            pending = set(self._pending)
-        todo = [j for j, key in enumerate(keys) if key not in pending and not self._is_known(key)]
-        if not todo:
-            return 0
-        room = self.max_pending_blocks - len(pending) if self.backend.is_up else 0
-        self.num_writes_dropped += max(0, len(todo) - max(room, 0))
-        todo = todo[: max(room, 0)]
+        todo = self._to_send(keys)
         if not todo:
             return 0
         where = path_slots(path)
-        blocks = [(keys[j], *gather_kv(self.device, self.host, where[j * bs : (j + 1) * bs])) for j in todo]
-        with self._lock:
-            self._pending.update(key for key, _, _ in blocks)
-        self._track(self._writer.submit(self._send, blocks))
+        blocks = [(keys[j], where[j * bs : (j + 1) * bs]) for j in todo]
+        self._queue(blocks)
+        if self.mirror is not None:
+            self.mirror.write("remote", blocks)
         # Blocks before the last one queued are stored, pending or queued now: the store will hold them all.
         return (todo[-1] + 1) * bs
+
+    def write_blocks(self, blocks: list[tuple[str, Where]]) -> None:
+        """Ranks 1..N-1: queues the blocks (key, where its tokens' KV is) not known to be stored."""
+        self._queue([blocks[j] for j in self._to_send([key for key, _ in blocks])])
+
+    def _to_send(self, keys: list[str]) -> list[int]:
+        """Indices of the keys neither pending nor known to be stored, as many as the queue has room for."""
+        with self._lock:
+            pending = set(self._pending)
+        todo = [j for j, key in enumerate(keys) if key not in pending and not self._is_known(key)]
+        room = max(self.max_pending_blocks - len(pending), 0) if self.backend.is_up else 0
+        self.num_writes_dropped += max(0, len(todo) - room)
+        return todo[:room]
+
+    def _queue(self, blocks: list[tuple[str, Where]]) -> None:
+        if not blocks:
+            return
+        gathered = [(key, *gather_kv(self.device, self.host, where)) for key, where in blocks]
+        with self._lock:
+            self._pending.update(key for key, _ in blocks)
+        self._track(self._writer.submit(self._send, gathered))
 
     def _send(self, blocks: list[tuple[str, torch.Tensor, torch.Tensor]]) -> None:
         """Writer thread: encodes and stores the blocks in one round trip."""

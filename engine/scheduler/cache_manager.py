@@ -154,6 +154,7 @@ class CacheManager:
                 hit.host_slots,
                 hit.disk,
                 hit.remote,
+                req.rid,
             )
             req.num_computed += num_load
         self.hicache.unlock_host(hit.host_node)
