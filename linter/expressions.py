@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import ast
 import re
-import string
 
 from . import names
 from .calls import SAME_SHAPE_METHODS, call_shape
+from .placeholders import at_placeholder, locate, placeholders
 from .rules import UnorderedIteration
 from .scope import ListValue, Module, ParamRef, Scope, dotted
 from .shape import EMPTY, Change, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
@@ -30,14 +30,6 @@ _TOOLISH = frozenset(
     }
 )
 _JOINABLE_SEP = 1
-
-
-def placeholders(template: str) -> list[tuple[str, str | None]] | None:
-    """`"Hi {name}!"` -> [("Hi ", "name"), ("!", None)]; None when it is not a format string."""
-    try:
-        return [(lit, fld) for lit, fld, _spec, _conv in string.Formatter().parse(template)]
-    except ValueError:
-        return None
 
 
 class Evaluator:
@@ -130,10 +122,10 @@ class Evaluator:
         if dynamic and self.defining:  # a template's own site: the filling call reports this value
             return unknown(node, key)
         if dynamic:
-            return _here(derive(dynamic[0], node), node, key)
+            return at_placeholder(derive(dynamic[0], node), node, key)
         flawed = [s for s in shapes if any(p.flaws for p in s)]
         if flawed:  # KV2xx flaws travel through placeholders as taint does
-            return _here(derive(flawed[0], node), node, key)
+            return at_placeholder(derive(flawed[0], node), node, key)
         docs = [p for s in shapes for p in s if p.kind is Kind.DOC]
         if docs:
             return value(Kind.DOC, max(p.change for p in docs), node, key)
@@ -184,6 +176,11 @@ class Evaluator:
         """The shape of the string `node` evaluates to (`hint`: the name it is assigned to)."""
         if node is None:
             return EMPTY
+        cls = node.__class__  # the commonest exact classes first; subclasses take the full chain
+        if cls is ast.Name:
+            return self.name(node, scope)  # type: ignore[arg-type]
+        if cls is ast.Call:
+            return call_shape(self, node, scope, hint)  # type: ignore[arg-type]
         if isinstance(node, ast.Constant):
             v = node.value
             return text(len(v), node, v) if isinstance(v, str) else text(len(repr(v)), node)
@@ -373,28 +370,3 @@ class Evaluator:
 
 def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("self", "cls")
-
-
-def locate(module: Module, holder: ast.expr, needle: str) -> ast.AST:
-    """A node-like position of `needle` inside the source of the literal `holder` (the exact
-    column of a `{placeholder}`), or `holder` itself when it cannot be found."""
-    start = getattr(holder, "lineno", None)
-    if start is None or not isinstance(holder, ast.Constant):
-        return holder
-    end = getattr(holder, "end_lineno", start) or start
-    col = holder.col_offset
-    for row in range(start, min(end, len(module.lines)) + 1):
-        line = module.lines[row - 1]
-        at = line.find(needle, col if row == start else 0)
-        if at >= 0:
-            spot = ast.Constant(value=needle)
-            spot.lineno, spot.col_offset = row, at
-            spot.end_lineno, spot.end_col_offset = row, at + len(needle) + 1
-            spot.holder_end = end  # type: ignore[attr-defined]  # where a noqa may sit
-            return spot
-    return holder
-
-
-def _here(shape: Shape, node: ast.AST, key: str) -> Shape:
-    """A value filled elsewhere (maybe in another module), reported at the placeholder `node`."""
-    return tuple(p._replace(node=node, label=key, flaws=tuple(f._replace(node=node) for f in p.flaws)) for p in shape)

@@ -56,8 +56,8 @@ def imports_of(path: Path, root: Path) -> list[str]:
         if isinstance(node, ast.Import):
             out.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            from .checker import _absolute
+            from .facts import absolute
 
-            base = _absolute(name, node.module, node.level)
+            base = absolute(name, node.module, node.level)
             out.extend(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
     return out

@@ -195,6 +195,7 @@ _STATIC_WORDS = frozenset(
 
 
 @functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=8192)
 def words(identifier: str) -> tuple[str, ...]:
     """`currentUserId` / `current_user_id` -> ("current", "user", "id")."""
     spaced = _CAMEL.sub("_", identifier)

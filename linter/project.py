@@ -187,7 +187,7 @@ class Project:
         candidates = {
             key[2].lower() + "("
             for key, fn in self.functions.items()
-            if len(parameters(fn, key)) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno)
+            if _has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno)
         }
         if not candidates or len(candidates) > _MAX_CANDIDATES:
             return
@@ -335,6 +335,12 @@ class Project:
                     parts.append(p._replace(node=spot, flaws=tuple(f._replace(node=spot) for f in p.flaws)))
             segments.append(Segment(seg.role, tuple(parts)))
         return Site(call.node, segments, wrapper.site.confidence, wrapper.site.provider, wrapper.via)
+
+
+def _has_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether `parameters(fn, ...)` would name any (`self` and `cls` left out), without building them."""
+    args = fn.args
+    return bool(args.kwonlyargs) or any(a.arg not in ("self", "cls") for a in args.posonlyargs + args.args)
 
 
 def _elsewhere(node: ast.AST) -> Elsewhere:

@@ -70,6 +70,8 @@ class Module:
     imported_constants: dict[str, Shape] = field(default_factory=dict)
     template_constants: list[tuple[str, ast.Constant]] = field(default_factory=list)  # module-level
     all_functions: list | None = None  # every (function, class or None), read once (`checker.functions_of`)
+    # Dotted names already resolved, by node (None while the imports are still being collected).
+    qualnames: dict[ast.expr, str | None] | None = None
 
     def own_fillings(self, text: str | None, key: str) -> tuple[list[Shape], bool] | None:
         """How the code fills `key` where it formats the template `text` itself (shapes, whether
@@ -90,14 +92,21 @@ class Module:
         None for anything but a dotted name."""
         if isinstance(node, ast.Name):
             return self.imports.get(node.id, node.id)
+        memo = self.qualnames
+        if memo is not None and node in memo:
+            return memo[node]
         parts: list[str] = []
+        start = node
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        parts.append(self.imports.get(node.id, node.id))
-        return ".".join(reversed(parts))
+        qual = None
+        if isinstance(node, ast.Name):
+            parts.append(self.imports.get(node.id, node.id))
+            qual = ".".join(reversed(parts))
+        if memo is not None:
+            memo[start] = qual
+        return qual
 
 
 @dataclass

@@ -118,6 +118,8 @@ class Settings:
 
     def is_excluded(self, path: Path) -> bool:
         """Whether `path` matches an `exclude` pattern (relative to the configuration's folder)."""
+        if not self.exclude:
+            return False
         try:
             rel = path.resolve().relative_to(self.root.resolve()).as_posix()
         except ValueError:

@@ -7,7 +7,7 @@ import ast
 import re
 from collections.abc import Callable
 
-from . import names, sinks
+from . import builders, names, sinks
 from .expressions import Evaluator
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from .scope import Scope, constant_index, is_text_building
@@ -131,12 +131,12 @@ class Walker:
         if not scope.depth:
             self.merged.pop(name, None)
         scope.values.pop(name, None)
-        if sinks.is_radixgate_prompt(self.ev, value, scope):
+        if builders.is_radixgate_prompt(self.ev, value, scope):
             scope.prompts.add(name)
             if scope.is_module:
                 self.ev.module.prompt_names.add(name)
             return
-        seeded = sinks.rng_construction(self.ev, value)
+        seeded = builders.rng_construction(self.ev, value)
         if seeded is not None:
             scope.rngs[name] = seeded
             return
@@ -321,14 +321,17 @@ class Walker:
             self.on_site(sinks.Site(node, segments, "high", None))
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+#: Fields that never hold a call: names, operators, flags (and the leaves `Name` and `Constant`).
+_SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "arg", "op", "ops", "conversion", "kind", "is_async", "type_comment"})
+_FIELDS: dict[type, tuple[str, ...]] = {ast.Name: (), ast.Constant: ()}
 
 
 def calls_in(root: ast.expr) -> list[ast.Call]:
-    """Every call inside `root` (a leaner `ast.walk` that skips contexts and non-calls)."""
+    """Every call inside `root` (a leaner `ast.walk` that skips leaves, contexts and operators)."""
     calls: list[ast.Call] = []
     stack: list = [root]
     pop, push, extend = stack.pop, stack.append, stack.extend
+    fields_of = _FIELDS.get
     while stack:
         node = pop()
         if node is None:
@@ -336,9 +339,9 @@ def calls_in(root: ast.expr) -> list[ast.Call]:
         cls = node.__class__
         if cls is ast.Call:
             calls.append(node)
-        fields = _FIELDS.get(cls)
+        fields = fields_of(cls)
         if fields is None:
-            fields = _FIELDS[cls] = tuple(f for f in cls._fields if f != "ctx")
+            fields = _FIELDS[cls] = tuple(f for f in getattr(cls, "_fields", ()) if f not in _SCALAR_FIELDS)
         for name in fields:
             child = getattr(node, name, None)
             if child.__class__ is list:
@@ -348,9 +351,17 @@ def calls_in(root: ast.expr) -> list[ast.Call]:
     return calls
 
 
+_VALUE_STATEMENTS = (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign)
+_NO_EXPRESSIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)
+
+
 def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
     """The expressions a statement evaluates itself (not those of its nested blocks)."""
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    cls = stmt.__class__
+    if cls in _VALUE_STATEMENTS:
+        value = stmt.value  # type: ignore[attr-defined]
+        return [value] if value is not None else []  # targets hold no calls to scan
+    if isinstance(stmt, _NO_EXPRESSIONS):
         return []
     if isinstance(stmt, (ast.For, ast.AsyncFor)):
         return [stmt.iter]
@@ -358,10 +369,8 @@ def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
         return [stmt.test]
     if isinstance(stmt, (ast.With, ast.AsyncWith)):
         return [item.context_expr for item in stmt.items]
-    if isinstance(stmt, ast.Try):
-        return []
-    if isinstance(stmt, (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign)):
-        return [stmt.value] if stmt.value is not None else []  # targets hold no calls to scan
+    if isinstance(stmt, _VALUE_STATEMENTS):
+        return [stmt.value] if stmt.value is not None else []
     return [n for n in ast.iter_child_nodes(stmt) if isinstance(n, ast.expr)]
 
 

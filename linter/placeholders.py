@@ -1,0 +1,43 @@
+"""Templates' `{placeholders}`: how a format string splits, where each placeholder sits in the
+source, and a value filled elsewhere placed at its placeholder."""
+
+from __future__ import annotations
+
+import ast
+import string
+
+from .scope import Module
+from .shape import Shape
+
+
+def placeholders(template: str) -> list[tuple[str, str | None]] | None:
+    """`"Hi {name}!"` -> [("Hi ", "name"), ("!", None)]; None when it is not a format string."""
+    try:
+        return [(lit, fld) for lit, fld, _spec, _conv in string.Formatter().parse(template)]
+    except ValueError:
+        return None
+
+
+def locate(module: Module, holder: ast.expr, needle: str) -> ast.AST:
+    """A node-like position of `needle` inside the source of the literal `holder` (the exact
+    column of a `{placeholder}`), or `holder` itself when it cannot be found."""
+    start = getattr(holder, "lineno", None)
+    if start is None or not isinstance(holder, ast.Constant):
+        return holder
+    end = getattr(holder, "end_lineno", start) or start
+    col = holder.col_offset
+    for row in range(start, min(end, len(module.lines)) + 1):
+        line = module.lines[row - 1]
+        at = line.find(needle, col if row == start else 0)
+        if at >= 0:
+            spot = ast.Constant(value=needle)
+            spot.lineno, spot.col_offset = row, at
+            spot.end_lineno, spot.end_col_offset = row, at + len(needle) + 1
+            spot.holder_end = end  # type: ignore[attr-defined]  # where a noqa may sit
+            return spot
+    return holder
+
+
+def at_placeholder(shape: Shape, node: ast.AST, key: str) -> Shape:
+    """A value filled elsewhere (maybe in another module), reported at the placeholder `node`."""
+    return tuple(p._replace(node=node, label=key, flaws=tuple(f._replace(node=node) for f in p.flaws)) for p in shape)
