@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models.llama import DecoderLayer, LlamaForCausalLM, ModelConfig, lm_head_logits
+from ..models.llama import DecoderLayer, LlamaForCausalLM, ModelConfig
 from .group import TPGroup
 
 VOCAB_PAD = 64  # the vocabulary is padded to a multiple of tp_size * VOCAB_PAD rows
@@ -140,7 +140,7 @@ class ParallelLlamaForCausalLM(LlamaForCausalLM):
             for layer in self.model.layers:
                 x = layer(x, cos, sin, ctx)
             x = self.model.norm(x[sample_indices])
-            local = lm_head_logits(x, self.lm_head.weight)  # [n, padded vocab / tp]
+            local = self.lm_head_packed.logits(x, self.lm_head.weight)  # [n, padded vocab / tp]
             logits = self.group.gather_last_dim(local)
         except RuntimeError as e:  # a collective failed: say which rank died, when one did
             if self.on_collective_error is not None:

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from radixgate.engine.kernels.store_kv import read_slots
+
 
 @dataclass
 class CascadePlan:
@@ -55,13 +57,13 @@ def cascade_decode_attention_torch(
     pos = torch.arange(int(lens.max()), device=q.device)
     valid = pos[None, :] < lens[:, None]
     gather = torch.where(valid, plan.suffix_indptr[:-1, None] + pos[None, :], 0)
-    slots = plan.suffix_indices[gather]
-    k = k_cache[slots].to(q.dtype) * k_scale
-    v = v_cache[slots].to(q.dtype) * v_scale
+    slots = read_slots(plan.suffix_indices, gather)
+    k = read_slots(k_cache, slots).to(q.dtype) * k_scale
+    v = read_slots(v_cache, slots).to(q.dtype) * v_scale
     out, lse = _attend(qg, k, v, sm_scale, valid)
     for prefix_slots, members in plan.groups:
-        kp = (k_cache[prefix_slots].to(q.dtype) * k_scale)[None]  # [1, P, Hkv, D]
-        vp = (v_cache[prefix_slots].to(q.dtype) * v_scale)[None]
+        kp = (read_slots(k_cache, prefix_slots).to(q.dtype) * k_scale)[None]  # [1, P, Hkv, D]
+        vp = (read_slots(v_cache, prefix_slots).to(q.dtype) * v_scale)[None]
         m, group = members.numel(), qg.shape[2]
         # all members' queries of a KV head attend to the prefix in one pass: [1, Hkv, m * G, D]
         qm = qg[members].permute(1, 0, 2, 3).reshape(1, num_kv_heads, m * group, head_dim)

@@ -9,6 +9,7 @@ K and V are read once per KV head, not once per query head (GQA).
 
 import torch
 
+from radixgate.engine.kernels.store_kv import read_slots
 from radixgate.engine.kernels.triton_runtime import dot_operands, for_device, next_power_of_2, tl, triton
 
 MAX_KV_SPLITS = 16
@@ -262,8 +263,8 @@ def decode_attention_torch(
     pos = torch.arange(max_len, device=q.device)
     valid = pos[None, :] < kv_lens[:, None]  # [B, L]
     gather = torch.where(valid, kv_indptr[:-1, None] + pos[None, :], 0)
-    slots = kv_indices[gather.clamp(max=max(kv_indices.numel() - 1, 0))]  # [B, L]
-    k, v = k_cache[slots], v_cache[slots]  # [B, L, Hkv, D]
+    slots = read_slots(kv_indices, gather.clamp(max=max(kv_indices.numel() - 1, 0)))  # [B, L]
+    k, v = read_slots(k_cache, slots), read_slots(v_cache, slots)  # [B, L, Hkv, D]
     if k_scale != 1.0 or v_scale != 1.0 or k.dtype != q.dtype:
         k = (k.to(torch.float32) * k_scale).to(q.dtype)
         v = (v.to(torch.float32) * v_scale).to(q.dtype)

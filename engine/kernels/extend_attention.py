@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from radixgate.engine.kernels.decode_attention import decode_attention_torch
+from radixgate.engine.kernels.store_kv import read_slots
 from radixgate.engine.kernels.triton_runtime import dot_operands, for_device, next_power_of_2, tl, triton
 
 
@@ -203,8 +204,8 @@ def extend_attention_torch(
     num_heads, num_kv_heads = q.shape[1], k_cache.shape[1]
     group = num_heads // num_kv_heads
     qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
-    k_all = _dequantize(k_cache[kv_indices], k_scale, q.dtype)  # [total_kv, Hkv, D]
-    v_all = _dequantize(v_cache[kv_indices], v_scale, q.dtype)
+    k_all = _dequantize(read_slots(k_cache, kv_indices), k_scale, q.dtype)  # [total_kv, Hkv, D]
+    v_all = _dequantize(read_slots(v_cache, kv_indices), v_scale, q.dtype)
     reqs = [b for b in range(len(qo) - 1) if qo[b + 1] > qo[b]]
     # one-token rows after a prefix (the decodes of a mixed batch): one batched decode-attention call
     singles = [b for b in reqs if qo[b + 1] - qo[b] == 1 and kv[b + 1] - kv[b] > 1]
@@ -305,8 +306,8 @@ def extend_attention_masked(
         if q_len == 0:
             continue
         slots = kv_indices[kv[b] : kv[b + 1]]
-        k = (k_cache[slots].to(torch.float32) * k_scale).to(q.dtype).transpose(0, 1)  # [Hkv, L, D]
-        v = (v_cache[slots].to(torch.float32) * v_scale).to(q.dtype).transpose(0, 1)
+        k = (read_slots(k_cache, slots).to(torch.float32) * k_scale).to(q.dtype).transpose(0, 1)  # [Hkv, L, D]
+        v = (read_slots(v_cache, slots).to(torch.float32) * v_scale).to(q.dtype).transpose(0, 1)
         qb = q[qo[b] : qo[b + 1]].transpose(0, 1)  # [H, Q, D]
         prefix_len = kv_len - q_len
         mask = (

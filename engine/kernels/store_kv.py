@@ -1,4 +1,5 @@
-"""Write new K/V rows into one layer of the pool at given slots (quantizing to FP8 if the pool is FP8)."""
+"""Write new K/V rows into one layer of the pool at given slots (quantizing to FP8 if the pool is FP8),
+and read rows back (`read_slots`, for the torch kernels)."""
 
 import torch
 
@@ -138,3 +139,11 @@ def store_kv_torch(
 
 
 store_kv = store_kv_torch
+
+
+def read_slots(cache: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    """cache[slots] for slots of any shape: [*slots.shape, num_kv_heads, head_dim], as stored.
+
+    `index_select` copies whole rows; on CPU advanced indexing copies element by element and is 7-11x
+    slower (a decode step's 32 x 192 slots of a [slots, 2, 32] layer: 2.0 ms against 0.19 ms)."""
+    return cache.index_select(0, slots.reshape(-1)).view(*slots.shape, *cache.shape[1:])

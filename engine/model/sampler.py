@@ -9,10 +9,10 @@ Order of work on `logits` [B, vocab] (float32, one row per sampled request):
 2. Logits processors run in the order they were registered, in place on the batch. They are the
    one place where features that change the distribution plug in: penalties and logit bias,
    `min_tokens`, grammar masks. Each sees the whole batch and works on tensors.
-3. Greedy rows take the argmax. The others are divided by their temperature and filtered by
-   top-k, top-p and min-p, then drawn by an exponential race (argmax of probs / Exp(1) noise, as
-   vLLM and SGLang sample), where a seeded request draws its noise from its own generator so its
-   tokens do not depend on what else is in the batch.
+3. Greedy rows take the argmax (`argmax_rows`, blocked on CPU). The others are divided by their
+   temperature and filtered by top-k, top-p and min-p, then drawn by an exponential race (argmax
+   of probs / Exp(1) noise, as vLLM and SGLang sample), where a seeded request draws its noise
+   from its own generator so its tokens do not depend on what else is in the batch.
 """
 
 from __future__ import annotations
@@ -93,12 +93,36 @@ class Sampler:
         logprobs = OutputLogprobs(logits, reqs)  # raw: before any processor edits the logits
         for process in self.processors:
             process(logits, info)
-        next_ids = logits.argmax(dim=-1)
+        next_ids = argmax_rows(logits)
         if not info.all_greedy:
             drawn = _draw(_filtered_probs(logits, info), reqs)
             next_ids = torch.where(info.is_greedy | (drawn < 0), next_ids, drawn)
         logprobs.record(next_ids)
         return next_ids
+
+
+# Columns per block of `argmax_rows` on CPU.
+_ARGMAX_BLOCK = 256
+
+
+def argmax_rows(x: torch.Tensor) -> torch.Tensor:
+    """`x.argmax(dim=-1)` for x [B, n], the same indices (ties: the first; NaN counts as the largest).
+
+    On CPU torch's argmax runs a scalar loop, while `amax` is vectorised and about ten times faster
+    (32 x 100,279 logits, one thread: 3.4 ms against 0.34). So: the maximum of each block of columns,
+    the first block holding the row's maximum (an argmax over B x n/256), then the argmax inside that
+    one block: 1.0-1.4 ms."""
+    rows, n = x.shape
+    if x.device.type != "cpu" or n < 4 * _ARGMAX_BLOCK:
+        return x.argmax(dim=-1)
+    full = n // _ARGMAX_BLOCK * _ARGMAX_BLOCK
+    block_max = x[:, :full].unflatten(1, (-1, _ARGMAX_BLOCK)).amax(-1)
+    if full < n:
+        block_max = torch.cat([block_max, x[:, full:].amax(-1, keepdim=True)], dim=1)
+    start = block_max.argmax(-1) * _ARGMAX_BLOCK  # [B]
+    # the last block may be short: its missing columns repeat the row's last one, which comes later
+    columns = (start.unsqueeze(1) + torch.arange(_ARGMAX_BLOCK, device=x.device)).clamp_(max=n - 1)
+    return start + x.gather(1, columns).argmax(-1)
 
 
 def _filtered_probs(logits: torch.Tensor, info: SamplingInfo) -> torch.Tensor:
@@ -132,6 +156,6 @@ def _draw(probs: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
             if req.generator is None:
                 req.generator = torch.Generator(device=probs.device).manual_seed(seed)
             noise[row].exponential_(generator=req.generator)
-    drawn = (probs / noise).argmax(dim=-1)
+    drawn = argmax_rows(probs / noise)
     usable = torch.isfinite(probs).all(dim=-1) & (probs.sum(dim=-1) > 0)
     return torch.where(usable, drawn, torch.full_like(drawn, -1))

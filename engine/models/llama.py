@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .lm_head import PackedLMHead
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -187,6 +189,7 @@ class LlamaForCausalLM(nn.Module):
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        self.lm_head_packed = PackedLMHead()
 
     def forward(
         self, input_ids: torch.Tensor, positions: torch.Tensor, ctx, sample_indices: torch.Tensor
@@ -198,24 +201,4 @@ class LlamaForCausalLM(nn.Module):
         for layer in self.model.layers:
             x = layer(x, cos, sin, ctx)
         x = self.model.norm(x[sample_indices])
-        return lm_head_logits(x, self.lm_head.weight)
-
-
-# Vocabulary rows per LM-head chunk on CPU: a chunk's output stays in cache while it is transposed into place.
-_LM_HEAD_CHUNK = 4096
-
-
-def lm_head_logits(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x: [n, hidden], weight: [vocab, hidden] -> logits [n, vocab] float32.
-
-    On CPU with few rows (decode), BLAS runs `weight @ x.T` (vocabulary as the long side) about
-    twice as fast as `x @ weight.T`, so the product is taken in vocabulary chunks that way round."""
-    if x.device.type != "cpu" or not 1 < x.shape[0] <= 32:
-        return F.linear(x, weight).float()
-    vocab = weight.shape[0]
-    out = torch.empty(x.shape[0], vocab, dtype=x.dtype, device=x.device)
-    xt = x.t()
-    for start in range(0, vocab, _LM_HEAD_CHUNK):
-        end = min(start + _LM_HEAD_CHUNK, vocab)
-        out[:, start:end] = torch.mm(weight[start:end], xt).t()
-    return out.float()
+        return self.lm_head_packed.logits(x, self.lm_head.weight)

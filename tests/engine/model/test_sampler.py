@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from radixgate.engine import SamplingParams
-from radixgate.engine.model.sampler import Sampler, SamplingInfo, _filtered_probs
+from radixgate.engine.model.sampler import _ARGMAX_BLOCK, Sampler, SamplingInfo, _filtered_probs, argmax_rows
 from radixgate.engine.scheduler.request import Req
 
 
@@ -64,3 +66,28 @@ def test_processors_run_before_the_draw():
     reqs = [Req("a", [1], SamplingParams(temperature=0.0)), Req("b", [1], SamplingParams(temperature=0.0))]
     out = Sampler([forbid_argmax])(logits.clone(), reqs)
     assert out == logits.topk(2, dim=-1).indices[:, 1].tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(1, 4),
+    extra=st.integers(0, 700),
+    levels=st.integers(1, 5),
+    special=st.sampled_from(["none", "nan", "all_-inf", "last", "inf"]),
+    seed=st.integers(0, 2**16),
+)
+def test_blocked_argmax_equals_torch_argmax(rows: int, extra: int, levels: int, special: str, seed: int):
+    """Few distinct values (so ties everywhere), NaN, -inf rows, a maximum in the short last block."""
+    g = torch.Generator().manual_seed(seed)
+    n = 4 * _ARGMAX_BLOCK + extra
+    x = torch.randint(0, levels, (rows, n), generator=g).float()
+    where = int(torch.randint(0, n, (1,), generator=g))
+    if special == "nan":
+        x[0, where] = float("nan")
+    elif special == "all_-inf":
+        x[:] = float("-inf")
+    elif special == "last":
+        x[:, -1] = levels
+    elif special == "inf":
+        x[rows - 1, where] = float("inf")
+    assert torch.equal(argmax_rows(x), x.argmax(dim=-1))
