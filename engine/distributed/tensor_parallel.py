@@ -72,10 +72,15 @@ class TensorParallel:
             self.shutdown()
             raise
 
-    def send_all(self, message: object) -> None:
-        """The same message through every rank's pipe (a HiCache move, between step headers)."""
+    def send_all(self, message: object, best_effort: bool = False) -> None:
+        """The same message through every rank's pipe (a HiCache move, between step headers).
+        `best_effort`: a rank that is gone is skipped (what the message would drop died with it)."""
         for rank, conn in enumerate(self.conns, start=1):
-            self._send(rank, conn, message)
+            try:
+                self._send(rank, conn, message)
+            except RuntimeError:
+                if not best_effort:
+                    raise
 
     def ask_all(self, message: object) -> list[object]:
         """Sends `message` to every rank and returns each one's answer, in rank order. Waits at most the
@@ -101,6 +106,10 @@ class TensorParallel:
         try:
             conn.send(message)
         except OSError as e:
+            process = self.processes[rank - 1]
+            process.join(0.5)  # its pipe broke: it is most likely gone
+            if not process.is_alive():
+                self._died(rank, process)
             raise RuntimeError(f"tensor-parallel rank {rank} cannot be reached: {e}") from e
 
     def _wait_ready(self, rank: int, conn: Connection) -> None:

@@ -90,7 +90,7 @@ class TierMirror:
     def forget(self, rid: str) -> None:
         if rid in self.reading:
             self.reading.discard(rid)
-            self.tp.send_all(TierOp("forget", (rid,)))
+            self.tp.send_all(TierOp("forget", (rid,)), best_effort=True)  # also while a failed engine shuts down
 
 
 def attach_mirror(hicache: HiCache, tp: TensorParallel) -> None:
