@@ -102,6 +102,21 @@ def time_call(ev: Evaluator, node: ast.Call, qual: str, scope: Scope) -> Shape:
 def method_call(ev: Evaluator, node: ast.Call, attr: str, scope: Scope, hint: str | None) -> Shape | None:
     """Shapes of method calls that promptlint understands; None for the rest."""
     receiver = node.func.value  # type: ignore[attr-defined]
+    if attr == "format_map" and len(node.args) == 1 and isinstance(node.args[0], ast.Dict):
+        found = ev.literal(receiver, scope)  # `T.format_map({"date": ...})` fills as `T.format(date=...)`
+        if found is not None:
+            mapping = node.args[0]
+            kwargs = {
+                k.value: ev.shape(v, scope)
+                for k, v in zip(mapping.keys, mapping.values, strict=False)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
+            return ev.fill(found[0], found[1], [], kwargs)
+    if attr == "replace" and len(node.args) == 2 and _is_text(node.args[0]):
+        # `TEMPLATE.replace("{date}", today)`: the value goes where its marker was.
+        shaped = replaced(ev.shape(receiver, scope), node.args[0].value, ev.shape(node.args[1], scope))  # type: ignore[attr-defined]
+        if shaped is not None:
+            return shaped
     if attr == "format":
         found = ev.literal(receiver, scope)
         if found is not None:
@@ -183,6 +198,29 @@ def method_call(ev: Evaluator, node: ast.Call, attr: str, scope: Scope, hint: st
     return None
 
 
+def _is_text(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(node.value)
+
+
+def replaced(shape: Shape, marker: str, by: Shape) -> Shape | None:
+    """`shape` with `by` in place of each `marker` in its known static text; None when no known
+    text holds the marker and `by` is not static text."""
+    out: list[Part] = []
+    hit = False
+    for p in shape:
+        if p.kind is Kind.TEXT and not p.flaws and len(p.label) == p.chars and marker in p.label:
+            hit = True
+            for i, piece in enumerate(p.label.split(marker)):
+                if i:
+                    out.extend(by)
+                out.extend(text(len(piece), p.node, piece))
+        else:
+            out.append(p)
+    if hit or all(p.kind is Kind.TEXT and not p.flaws for p in by):  # `.replace("\n", " ")` keeps the shape
+        return tuple(out)
+    return None
+
+
 def picked_value(seeded: bool, node: ast.Call) -> Shape:
     return unknown(node, "seeded random") if seeded else value(Kind.RANDOM, Change.PER_REQUEST, node, "a random value")
 
@@ -235,6 +273,11 @@ def call_shape(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) ->
             shaped = ev.module.project.function_return(ev, node, qual)
             if shaped is not None:
                 return shaped
+    if scope.cls and isinstance(node.func, ast.Attribute) and _is_self(node.func.value):
+        fn = _method(ev, scope.cls, node.func.attr)
+        if fn is not None:  # `self.header()`: what the class's own method returns, reported at this call
+            shape = function_return(ev, f"{scope.cls}.{fn.name}", node, fn, scope.cls)
+            return tuple(p if p.kind is Kind.TEXT else p._replace(node=node) for p in shape)
     if isinstance(node.func, ast.Attribute):
         shaped = method_call(ev, node, node.func.attr, scope, hint)
         if shaped is not None:
@@ -273,8 +316,15 @@ def generic(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) -> Sh
     return unknown(node, func_name or "call")
 
 
-def function_return(ev: Evaluator, name: str, node: ast.Call) -> Shape:
-    """The shape a function of this module returns (its parameters unknown), computed once."""
+def function_return(
+    ev: Evaluator,
+    name: str,
+    node: ast.Call,
+    fn: ast.FunctionDef | ast.AsyncFunctionDef | None = None,
+    cls: str | None = None,
+) -> Shape:
+    """The shape a function of this module (or a method of class `cls`, keyed `Class.method`)
+    returns, its parameters unknown, computed once."""
     module = ev.module
     if name in module.returns:
         shape = module.returns[name]
@@ -284,7 +334,19 @@ def function_return(ev: Evaluator, name: str, node: ast.Call) -> Shape:
         from .walker import read_function
 
         module.in_progress.add(name)
-        shape = read_function(ev, module.functions[name])
+        shape = read_function(ev, fn or module.functions[name], cls)
         module.in_progress.discard(name)
         module.returns[name] = shape
     return shape
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _method(ev: Evaluator, cls: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    found = ev.module.classes.get(cls)
+    for stmt in found.body if found is not None else []:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+            return stmt
+    return None

@@ -227,7 +227,11 @@ def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
     """The prompt `node` sends or defines, or None when it is not a sink."""
     func = node.func
     last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if last not in _SINK_NAMES and not any(kw.arg == "messages" for kw in node.keywords):
+    if (
+        last not in _SINK_NAMES
+        and not any(kw.arg == "messages" for kw in node.keywords)
+        and not (node.args and message_objects(node.args[0], scope))
+    ):
         return None
     if is_radixgate_prompt(ev, node, scope):
         return None
@@ -259,6 +263,19 @@ def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
     if name.endswith("post") and node.args:
         return http_site(ev, node, scope)
     return template_site(ev, node, name, scope)
+
+
+def message_objects(node: ast.expr, scope: Scope) -> bool:
+    """A list of LangChain message objects (`[SystemMessage(...), HumanMessage(...)]`, or a local
+    list built from them): whatever it is passed to sends it to a model."""
+    elements = (
+        node.elts
+        if isinstance(node, (ast.List, ast.Tuple))
+        else scope.lists[node.id].elements
+        if isinstance(node, ast.Name) and node.id in scope.lists
+        else []
+    )
+    return any(isinstance(e, ast.Call) and role_of(e) for e in elements)
 
 
 def role_of_any(node: ast.expr, scope: Scope) -> bool:
@@ -350,6 +367,8 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
             return Site(node, [Segment(None, template_shape(ev, template, scope))], "high", None)
         if messages is not None:
             return Site(node, message_segments(ev, messages, scope, templated=True), "high", None)
+    if arg is not None and message_objects(arg, scope):  # `llm.invoke([SystemMessage(...), ...])`, `chat(messages)`
+        return Site(node, message_segments(ev, arg, scope), "high", None)
     if last in _LLM_METHODS and isinstance(arg, (ast.JoinedStr, ast.BinOp)):
         return Site(node, [Segment(None, ev.shape(arg, scope))], "low", None)
     return None

@@ -17,6 +17,7 @@ _FILL_METHODS = frozenset(
     {
         "partial",
         "format",
+        "format_map",
         "format_messages",
         "format_prompt",
         "invoke",
@@ -284,7 +285,8 @@ class Walker:
                 for k, v in zip(node.args[0].keys, node.args[0].values, strict=False)
                 if isinstance(k, ast.Constant) and isinstance(k.value, str)
             ]
-        receiver = node.func.value if method == "format" and isinstance(node.func, ast.Attribute) else None
+        own_text = method in ("format", "format_map")
+        receiver = node.func.value if own_text and isinstance(node.func, ast.Attribute) else None
         own = self.ev.literal(receiver, scope) if receiver is not None else None
         table = module.project if module.project is not None else module
         for key, value in pairs:
@@ -385,8 +387,9 @@ def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
 
-def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Shape:
-    """The shape `fn` returns (its last `return`), its parameters unknown; finds no sites."""
+def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: str | None = None) -> Shape:
+    """The shape `fn` returns (its last `return`), its parameters unknown; finds no sites (`cls`:
+    the class of a method, so that it reads `self.x`)."""
     walker = Walker(ev, lambda site: None)
-    walker.body(fn.body, Scope())
+    walker.body(fn.body, Scope(cls=cls))
     return walker.returns[-1] if walker.returns else EMPTY

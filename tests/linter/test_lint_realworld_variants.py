@@ -1,0 +1,87 @@
+"""Variants of the real-world constructs (session 5): other ways real applications fill a template
+or send a prompt, one minimal snippet each, written for these tests."""
+
+from __future__ import annotations
+
+from promptlint_assert import LONG, assert_lints
+
+
+def test_langchain_message_objects_sent_through_invoke_or_a_call():
+    for send in ("llm.invoke(messages)", "llm(messages)"):
+        assert_lints(
+            f"""
+            from datetime import datetime
+            from langchain_core.messages import HumanMessage, SystemMessage
+
+            def ask(llm, question):
+                messages = [SystemMessage(content=f"Now: {{datetime.now()}}. {LONG}"), HumanMessage(content=question)]
+                return {send}
+            """,
+            "KV101",
+        )
+    assert_lints(  # the same messages, the clock last: clean
+        f"""
+        from datetime import datetime
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        def ask(llm, question):
+            question = f"{{question}} {{datetime.now()}}"
+            return llm.invoke([SystemMessage(content="{LONG}"), HumanMessage(content=question)])
+        """
+    )
+
+
+def test_a_marker_replaced_in_a_template():
+    source = f"""
+        from datetime import datetime
+        from openai import OpenAI
+
+        SYSTEM = "Date: <DATE>. {LONG}"
+
+        def ask(client: OpenAI, question):
+            system = SYSTEM.replace("<DATE>", VALUE).replace("\\n", " ")
+            return client.chat.completions.create(model="m", messages=[
+                {{"role": "system", "content": system}}, {{"role": "user", "content": question}}])
+        """
+    assert_lints(source.replace("VALUE", "datetime.now().isoformat()"), "KV101")
+    assert_lints(source.replace("VALUE", '"Monday"'))  # a fixed value: clean
+
+
+def test_format_map_fills_like_format():
+    assert_lints(
+        f"""
+        from datetime import datetime
+        from openai import OpenAI
+
+        SYSTEM = "Date: {{date}}. {LONG}"
+
+        def ask(client: OpenAI, question):
+            system = SYSTEM.format_map({{"date": datetime.now()}})
+            return client.chat.completions.create(model="m", messages=[
+                {{"role": "system", "content": system}}, {{"role": "user", "content": question}}])
+        """,
+        "KV101",
+    )
+
+
+def test_what_a_method_of_the_same_class_returns():
+    found = assert_lints(
+        f"""
+        import time
+        from openai import OpenAI
+
+        class Bot:
+            def __init__(self, client: OpenAI):
+                self.client = client
+                self.started = time.time()
+
+            def status(self):
+                return f"Up for {{int(time.time() - self.started)}} s."
+
+            def answer(self, question):
+                return self.client.chat.completions.create(model="m", messages=[
+                    {{"role": "user", "content": self.status() + " {LONG} " + question}}])
+        """,
+        "KV101",
+    )
+    assert found[0].row == 15  # at the call of `self.status()`, where the prompt is assembled
