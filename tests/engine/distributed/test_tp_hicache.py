@@ -1,6 +1,6 @@
 """HiCache at TP=2 (two gloo ranks on the CPU): each rank spills its own KV heads to its own host pool
 and disk files and loads them back into the same slots, a disk block that one rank cannot read is a
-miss on every rank, and the logits equal TP=1's without HiCache."""
+miss on every rank, the logits equal TP=1's without HiCache, and a rank that dies fails the engine."""
 
 from __future__ import annotations
 
@@ -71,6 +71,13 @@ def test_tp2_hicache_loads_each_ranks_heads_from_host_and_disk(tmp_path):
                     f.truncate(100)
         assert run(0) == {"device": 0, "host": 0, "disk": 0, "remote": 0}  # rank 0's blocks too: recomputed on both
         tp2.check_idle_invariant()
+
+        evict_device_and_host()  # a rank that dies fails the next tier move loudly, naming it
+        rank1 = tp2.tensor_parallel.processes[0]
+        rank1.kill()
+        rank1.join(10)
+        with pytest.raises(RuntimeError, match="rank 1 .* died"):
+            tp2.generate(input_ids=[PROMPTS[1]])
     finally:
         tp1.shutdown()
         tp2.shutdown()
