@@ -53,6 +53,8 @@ _LC_ROLES = {
     "assistant": "assistant",
     "developer": "system",
 }
+#: Keyword arguments that hold a system prompt, whatever the call (Gemini, Cohere, agent frameworks).
+_SYSTEM_KWARGS = frozenset({"system_instruction", "preamble", "system_prompt", "system_message", "instructions"})
 _LLM_METHODS = frozenset({"invoke", "ainvoke", "generate_content", "predict", "complete"})
 _FEW_SHOT = ("FewShotPromptTemplate", "FewShotChatMessagePromptTemplate")
 _TEMPLATE_CALLS = ("from_template", "from_messages", "PromptTemplate", "ChatPromptTemplate", "RichPromptTemplate")
@@ -231,6 +233,7 @@ def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
         last not in _SINK_NAMES
         and not any(kw.arg == "messages" for kw in node.keywords)
         and not (node.args and message_objects(node.args[0], scope))
+        and not any(kw.arg in _SYSTEM_KWARGS for kw in node.keywords)
     ):
         return None
     if is_radixgate_prompt(ev, node, scope):
@@ -262,6 +265,11 @@ def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
         return Site(node, [Segment(None, ev.shape(_kw(node, "prompt"), scope))], "high", "openai")
     if name.endswith("post") and node.args:
         return http_site(ev, node, scope)
+    system = next((kw.value for kw in node.keywords if kw.arg in _SYSTEM_KWARGS), None)
+    if (
+        system is not None
+    ):  # `GenerativeModel(system_instruction=...)`, `co.chat(preamble=...)`, `Agent(instructions=...)`
+        return Site(node, head + [Segment("system", content_shape(ev, system, scope))], "high", None)
     return template_site(ev, node, name, scope)
 
 
@@ -359,7 +367,7 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
             return None
         jinja = _JINJA.sub(lambda m: "{" + m.group(1) + "}", found[0].replace("{", "{{").replace("}", "}}"))
         return Site(node, [Segment(None, ev.fill(jinja, found[1], [], {}))], "high", None)
-    if last == "PromptTemplate" and _kw(node, "template") is None and isinstance(arg, (ast.Constant, ast.Name)):
+    if last == "PromptTemplate" and _kw(node, "template") is None and arg is not None and ev.literal(arg, scope):
         return Site(node, [Segment(None, template_shape(ev, arg, scope))], "high", None)  # LlamaIndex
     if last in ("PromptTemplate", "ChatPromptTemplate"):
         template, messages = _kw(node, "template"), _kw(node, "messages") or arg
@@ -371,4 +379,8 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
         return Site(node, message_segments(ev, arg, scope), "high", None)
     if last in _LLM_METHODS and isinstance(arg, (ast.JoinedStr, ast.BinOp)):
         return Site(node, [Segment(None, ev.shape(arg, scope))], "low", None)
+    if last in _LLM_METHODS and isinstance(arg, ast.Name) and arg.id in scope.values:
+        shape = ev.shape(arg, scope)  # `llm.invoke(text)`, `text` a string built above
+        if any(p.kind is Kind.TEXT for p in shape):
+            return Site(node, [Segment(None, shape)], "low", None)
     return None

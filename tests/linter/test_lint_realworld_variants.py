@@ -85,3 +85,50 @@ def test_what_a_method_of_the_same_class_returns():
         "KV101",
     )
     assert found[0].row == 15  # at the call of `self.status()`, where the prompt is assembled
+
+
+def test_a_string_built_above_and_sent_by_name():
+    assert_lints(
+        f"""
+        from datetime import datetime
+
+        def ask(llm, question):
+            text = f"Today is {{datetime.now()}}. {LONG} Question: {{question}}"
+            return llm.invoke(text)
+        """,
+        "KV101",
+    )
+
+
+def test_system_prompt_keywords_of_other_providers_and_agent_frameworks():
+    for call in (
+        'genai.GenerativeModel("gemini", system_instruction=SYSTEM).generate_content(question)',
+        "co.chat(message=question, preamble=SYSTEM)",
+        'Agent(name="support", instructions=SYSTEM)',
+    ):
+        assert_lints(
+            f"""
+            from datetime import datetime
+            import google.generativeai as genai
+
+            def ask(co, Agent, question):
+                SYSTEM = f"Now: {{datetime.now()}}. {LONG}"
+                return {call}
+            """,
+            "KV101",
+        )
+
+
+def test_llamaindex_template_joined_from_pieces():
+    assert_lints(
+        f"""
+        from datetime import datetime
+        from llama_index.core import PromptTemplate
+
+        QA = PromptTemplate("Date: {{date}}. " + "{LONG}" + " Query: {{query_str}}")
+
+        def ask(llm, question):
+            return llm.complete(QA.format(date=datetime.now(), query_str=question))
+        """,
+        "KV101",
+    )
