@@ -55,6 +55,7 @@ _LC_ROLES = {
 }
 #: Keyword arguments that hold a system prompt, whatever the call (Gemini, Cohere, agent frameworks).
 _SYSTEM_KWARGS = frozenset({"system_instruction", "preamble", "system_prompt", "system_message", "instructions"})
+_STREAMS = frozenset({"stream", "astream", "batch", "abatch"})
 _LLM_METHODS = frozenset({"invoke", "ainvoke", "generate_content", "predict", "complete"})
 _FEW_SHOT = ("FewShotPromptTemplate", "FewShotChatMessagePromptTemplate")
 _TEMPLATE_CALLS = ("from_template", "from_messages", "PromptTemplate", "ChatPromptTemplate", "RichPromptTemplate")
@@ -283,7 +284,14 @@ def message_objects(node: ast.expr, scope: Scope) -> bool:
         if isinstance(node, ast.Name) and node.id in scope.lists
         else []
     )
-    return any(isinstance(e, ast.Call) and role_of(e) for e in elements)
+    return any((isinstance(e, ast.Call) and role_of(e)) or _role_tuple(e) for e in elements)
+
+
+def _role_tuple(node: ast.expr) -> bool:
+    """`("system", "...")`: a LangChain message as a (role, content) pair."""
+    if not (isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[0], ast.Constant)):
+        return False
+    return str(node.elts[0].value).lower() in _LC_ROLES
 
 
 def role_of_any(node: ast.expr, scope: Scope) -> bool:
@@ -377,6 +385,8 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
             return Site(node, message_segments(ev, messages, scope, templated=True), "high", None)
     if arg is not None and message_objects(arg, scope):  # `llm.invoke([SystemMessage(...), ...])`, `chat(messages)`
         return Site(node, message_segments(ev, arg, scope), "high", None)
+    if last in _LLM_METHODS | _STREAMS and arg is not None and role_of_any(arg, scope):
+        return Site(node, message_segments(ev, arg, scope), "high", None)  # `llm.invoke([{"role": ...}])`
     if last in _LLM_METHODS and isinstance(arg, (ast.JoinedStr, ast.BinOp)):
         return Site(node, [Segment(None, ev.shape(arg, scope))], "low", None)
     if last in _LLM_METHODS and isinstance(arg, ast.Name) and arg.id in scope.values:

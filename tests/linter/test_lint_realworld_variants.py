@@ -132,3 +132,17 @@ def test_llamaindex_template_joined_from_pieces():
         """,
         "KV101",
     )
+
+
+def test_role_pairs_and_role_dicts_sent_through_invoke_or_stream():
+    for messages in ('[("system", SYSTEM), ("human", question)]', '[{"role": "system", "content": SYSTEM}]'):
+        assert_lints(
+            f"""
+            from datetime import datetime
+
+            def ask(llm, question):
+                SYSTEM = f"Now: {{datetime.now()}}. {LONG}"
+                return llm.stream({messages})
+            """,
+            "KV101",
+        )
