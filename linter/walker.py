@@ -31,7 +31,9 @@ _FILL_METHODS = frozenset(
     }
 )
 _LOW_CONFIDENCE_WORDS = frozenset({"prompt", "system", "template", "instructions", "preamble"})
-_TEMPLATE_NAME_WORDS = _LOW_CONFIDENCE_WORDS | {"message", "instruction", "text"}
+_TEMPLATE_NAME_WORDS = _LOW_CONFIDENCE_WORDS | {"instruction"}
+#: Words that name a template only as the name's last word: `QA_TEXT`, not `TEXT_TO_AUDIO_SAMPLE`.
+_TEMPLATE_NAME_ENDS = frozenset({"message", "text"})
 _PLACEHOLDER = re.compile(r"(?<!\{)\{[A-Za-z_][A-Za-z0-9_]*\}(?!\})")
 #: `prompt_size`, `prompt_tokens`, `system_path`: a number or a name about a prompt, not its text.
 _MEASURES = frozenset({"size", "count", "len", "length", "tokens", "num", "id", "path", "file", "hash", "chars", "key"})
@@ -380,7 +382,8 @@ def is_template_text(name: str, text: str) -> bool:
     """A string with `{placeholders}` held by a prompt-named variable: a template defined here and
     filled elsewhere (checked once every module's fillings are known)."""
     words = names.words(name)
-    return bool(set(words) & _TEMPLATE_NAME_WORDS) and "{" in text and bool(_PLACEHOLDER.search(text))
+    named = bool(set(words) & _TEMPLATE_NAME_WORDS) or bool(words and words[-1] in _TEMPLATE_NAME_ENDS)
+    return named and "{" in text and bool(_PLACEHOLDER.search(text))
 
 
 def _is_self(node: ast.expr) -> bool:

@@ -146,3 +146,16 @@ def test_role_pairs_and_role_dicts_sent_through_invoke_or_stream():
             """,
             "KV101",
         )
+
+
+def test_a_docstring_sample_named_with_text_is_not_a_prompt_template():
+    sample = f"Example: load {{checkpoint}} with {{model_class}}. {LONG}"
+    source = f"""
+        # docstring templates, filled when the library is imported
+        {{name}} = "{sample}"
+
+        def add_sample(fn, checkpoint, model_class):
+            fn.__doc__ = {{name}}.format(checkpoint=checkpoint, model_class=model_class)
+        """
+    assert_lints(source.replace("{name}", "TEXT_TO_AUDIO_SAMPLE"))  # `text` is not the last word
+    assert_lints(source.replace("{name}", "QA_PROMPT_TEXT"), "KV101", "KV101")
