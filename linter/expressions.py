@@ -129,7 +129,7 @@ class Evaluator:
         docs = [p for s in shapes for p in s if p.kind is Kind.DOC]
         if docs:
             return value(Kind.DOC, max(p.change for p in docs), node, key)
-        if key in self.module.partial_names:  # bound once with a fixed value
+        if key in self.module.partial_names or key in names.DEPLOYMENT_SLOTS:  # bound once with a fixed value
             return unknown(node, key)
         named = self.by_name(key, node)
         project = self.module.project

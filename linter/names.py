@@ -250,6 +250,13 @@ def matches(qualname: str, names: tuple[str, ...]) -> bool:
     return any(qualname == n or (n.endswith(".") and qualname.startswith(n)) for n in names)
 
 
+#: LangChain's standard placeholders filled from the chain's own setup (its output parser, its
+#: tools, its database), the same for every request unless the code is seen filling them per request.
+DEPLOYMENT_SLOTS = frozenset(
+    {"format_instructions", "tools", "tool_names", "tool_descriptions", "table_info", "dialect", "top_k"}
+)
+
+
 def is_configuration(value: ast.expr) -> bool:
     """A filling that reads configuration, not the request: a literal, a module constant
     (`FENCE`, `settings.FENCE`), or an instance's setting (`self.fence`, `self.prompts.reminder`)."""

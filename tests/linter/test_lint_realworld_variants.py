@@ -159,3 +159,19 @@ def test_a_docstring_sample_named_with_text_is_not_a_prompt_template():
         """
     assert_lints(source.replace("{name}", "TEXT_TO_AUDIO_SAMPLE"))  # `text` is not the last word
     assert_lints(source.replace("{name}", "QA_PROMPT_TEXT"), "KV101", "KV101")
+
+
+def test_langchain_setup_slots_are_not_per_request_inputs():
+    source = f"""
+        from langchain_core.output_parsers import PydanticOutputParser
+
+        QA_PROMPT = \"\"\"Answer the question.
+        {{SLOT}}
+        {LONG}
+        Question: {{question}}\"\"\"
+
+        def ask(llm, parser: PydanticOutputParser, question):
+            return llm.invoke(QA_PROMPT.format(SLOT=parser.get_format_instructions(), question=question))
+        """
+    assert_lints(source.replace("SLOT", "format_instructions"))
+    assert_lints(source.replace("SLOT", "user_notes"), "KV101")  # any other slot filled per call
