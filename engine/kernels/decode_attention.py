@@ -248,36 +248,43 @@ def decode_attention_torch(
     k_scale: float = 1.0,
     v_scale: float = 1.0,
     out: torch.Tensor | None = None,
+    plan: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """q: [batch, num_heads, head_dim] -> o: [batch, num_heads, head_dim] (written into `out` if given).
 
-    K/V are dequantized as cache value * scale. Vectorized over the batch by padding every
-    request to the longest KV length."""
+    K/V are dequantized as cache value * scale. Vectorized over the batch by padding every request
+    to the longest KV length (`plan`: `padded_plan` of the indices, built here if not given). One
+    pair of batched products per KV head reads the gathered K/V in place (no transposed copies);
+    the padding is masked by an additive -inf bias."""
     batch, num_heads, head_dim = q.shape
     num_kv_heads = k_cache.shape[1]
     out = torch.empty_like(q) if out is None else out
     if batch == 0:
         return out
-    kv_lens = kv_indptr[1:] - kv_indptr[:-1]
-    max_len = int(kv_lens.max())
-    pos = torch.arange(max_len, device=q.device)
-    valid = pos[None, :] < kv_lens[:, None]  # [B, L]
-    gather = torch.where(valid, kv_indptr[:-1, None] + pos[None, :], 0)
-    slots = read_slots(kv_indices, gather.clamp(max=max(kv_indices.numel() - 1, 0)))  # [B, L]
+    slots, bias = padded_plan(kv_indptr, kv_indices) if plan is None else plan
     k, v = read_slots(k_cache, slots), read_slots(v_cache, slots)  # [B, L, Hkv, D]
     if k_scale != 1.0 or v_scale != 1.0 or k.dtype != q.dtype:
         k = (k.to(torch.float32) * k_scale).to(q.dtype)
         v = (v.to(torch.float32) * v_scale).to(q.dtype)
-    group = num_heads // num_kv_heads
-    qg = q.view(batch, num_kv_heads, group, head_dim)
-    scores = torch.matmul(qg, k.permute(0, 2, 3, 1)) * sm_scale  # [B, Hkv, G, L]
-    scores.masked_fill_(~valid[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1)
-    # Padded positions have probability 0, but their gathered V must not be NaN (0 * NaN = NaN).
-    v = v.permute(0, 2, 1, 3).masked_fill(~valid[:, None, :, None], 0.0)  # [B, Hkv, L, D]
-    o = torch.matmul(probs, v)  # [B, Hkv, G, D]
-    out.copy_(o.reshape(batch, num_heads, head_dim))
+    qg = q.view(batch, num_kv_heads, num_heads // num_kv_heads, head_dim)
+    og = out.view(batch, num_kv_heads, num_heads // num_kv_heads, head_dim)
+    for h in range(num_kv_heads):
+        scores = torch.baddbmm(bias.to(q.dtype), qg[:, h], k[:, :, h].transpose(1, 2), alpha=sm_scale)  # [B, G, L]
+        # padded columns have probability exactly 0 and read request 0's first slot, a written one
+        og[:, h] = torch.bmm(torch.softmax(scores, dim=-1), v[:, :, h])
     return out
+
+
+def padded_plan(kv_indptr: torch.Tensor, kv_indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> slots [B, L] (padding: kv_indices[0]) and the additive mask [B, 1, L] (0 or -inf, float32).
+    The same for every layer of a step: the torch backend builds it once per step (ForwardContext)."""
+    kv_lens = kv_indptr[1:] - kv_indptr[:-1]
+    pos = torch.arange(int(kv_lens.max()), device=kv_indptr.device)
+    valid = pos[None, :] < kv_lens[:, None]  # [B, L]
+    gather = torch.where(valid, kv_indptr[:-1, None] + pos[None, :], 0)
+    slots = read_slots(kv_indices, gather.clamp(max=max(kv_indices.numel() - 1, 0)))
+    bias = torch.zeros(valid.shape, dtype=torch.float32, device=valid.device).masked_fill_(~valid, float("-inf"))
+    return slots, bias.unsqueeze(1)
 
 
 decode_attention = decode_attention_torch

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from ..kernels.cascade_attention import CascadePlan, cascade_decode_attention_torch
-from ..kernels.decode_attention import decode_attention_torch, decode_attention_triton
+from ..kernels.decode_attention import decode_attention_torch, decode_attention_triton, padded_plan
 from ..kernels.extend_attention import extend_attention_torch, extend_attention_triton
 from ..kernels.store_kv import store_kv_torch, store_kv_triton
 from ..kernels.triton_runtime import HAS_TRITON, require_triton
@@ -34,6 +34,7 @@ class ForwardContext:
     kv_indices: torch.Tensor  # [total_kv] slots of each request's whole KV, new tokens included
     max_q_len: int | None = None  # longest new-token run (extend); read from qo_indptr once per step if None
     cascade: CascadePlan | None = None  # decode: prefixes shared by several requests, read once
+    padded_plan: Any = None  # torch decode: built by the first layer, read by the others
 
 
 class AttentionBackend:
@@ -61,7 +62,7 @@ class AttentionBackend:
             assert self.cascade_decode_attention is not None, "a cascade plan on a backend without cascade decode"
             return self.cascade_decode_attention(q, k_cache, v_cache, ctx.cascade, sm_scale, k_scale, v_scale)
         if ctx.is_decode:
-            return self.decode_attention(q, k_cache, v_cache, ctx.kv_indptr, ctx.kv_indices, sm_scale, k_scale, v_scale)
+            return self._decode(q, k_cache, v_cache, sm_scale, k_scale, v_scale, ctx)
         if ctx.max_q_len is None:  # one device sync per step, shared by every layer
             ctx.max_q_len = int((ctx.qo_indptr[1:] - ctx.qo_indptr[:-1]).max()) if ctx.qo_indptr.numel() > 1 else 0
         return self.extend_attention(
@@ -77,6 +78,9 @@ class AttentionBackend:
             max_q_len=ctx.max_q_len,
         )
 
+    def _decode(self, q, k_cache, v_cache, sm_scale: float, k_scale: float, v_scale: float, ctx) -> torch.Tensor:
+        return self.decode_attention(q, k_cache, v_cache, ctx.kv_indptr, ctx.kv_indices, sm_scale, k_scale, v_scale)
+
 
 class TorchBackend(AttentionBackend):
     name = "torch"
@@ -84,6 +88,12 @@ class TorchBackend(AttentionBackend):
     decode_attention = staticmethod(decode_attention_torch)
     extend_attention = staticmethod(extend_attention_torch)
     cascade_decode_attention = staticmethod(cascade_decode_attention_torch)
+
+    def _decode(self, q, k_cache, v_cache, sm_scale: float, k_scale: float, v_scale: float, ctx) -> torch.Tensor:
+        if ctx.padded_plan is None:  # the first layer of the step
+            ctx.padded_plan = padded_plan(ctx.kv_indptr, ctx.kv_indices)
+        kv = (ctx.kv_indptr, ctx.kv_indices)
+        return decode_attention_torch(q, k_cache, v_cache, *kv, sm_scale, k_scale, v_scale, plan=ctx.padded_plan)
 
 
 class TritonBackend(AttentionBackend):
