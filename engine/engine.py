@@ -17,7 +17,7 @@ from .config import EngineConfig, SamplingParams, num_threads
 from .distributed.layers import check_tp_shape, local_kv_heads
 from .distributed.tensor_parallel import TensorParallel
 from .distributed.tier_mirror import attach_mirror
-from .hicache.controller import build_hicache
+from .hicache.tiers import build_hicache
 from .kvcache.kv_events import KVEventRecorder
 from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable

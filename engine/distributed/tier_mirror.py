@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from ..config import EngineConfig, tp_timeout_s
-from ..hicache.controller import HiCache, build_tiers, copy_to_device
-from ..hicache.disk_io import DiskLoad, Where
+from ..hicache.controller import HiCache
+from ..hicache.disk_io import DiskLoad, Where, copy_to_device
 from ..hicache.disk_store import rank_key
+from ..hicache.tiers import build_tiers
 from ..kvcache.kv_pool import KVPool
 
 if TYPE_CHECKING:

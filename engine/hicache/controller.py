@@ -31,27 +31,20 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import logging
-import os
 from typing import TYPE_CHECKING
 
 import torch
 
-from ..config import HICACHE_WRITE_POLICIES, EngineConfig
+from ..config import HICACHE_WRITE_POLICIES
 from ..kvcache.kv_pool import KVPool
 from ..kvcache.radix_cache import RadixCache, TreeNode
-from .disk_io import DiskIO, DiskLoad
+from .disk_io import DiskIO, DiskLoad, copy_to_device
 from .disk_store import DiskStore
 from .host_pool import HostPool
 from .remote_io import RemoteIO
-from .storage_backend import create_backend
 
 if TYPE_CHECKING:
     from ..distributed.tier_mirror import TierMirror
-
-logger = logging.getLogger(__name__)
-
-DISK_BLOCK_TOKENS = 64  # a multiple of every page size; 128 KiB files for the tiny model
 
 
 class HiCache:
@@ -305,83 +298,3 @@ class HiCache:
             self.disk_io.close()
         if self.remote_io is not None:
             self.remote_io.close()
-
-
-def copy_to_device(
-    device: KVPool,
-    host: HostPool,
-    dst_slots: list[int],
-    host_slots: list[int],
-    reads: tuple[DiskLoad | None, ...],
-) -> None:
-    """Host KV, then each read's blocks (disk, remote), into device slots `dst_slots`, in that order."""
-    h = len(host_slots)
-    dev = device.device
-    if h:
-        ks, vs = host.read(host_slots)
-        idx = torch.tensor(dst_slots[:h], dtype=torch.int64, device=dev)
-        # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
-        device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
-    start = h
-    for blocks in reads:
-        if blocks is None or not blocks.num_tokens:
-            continue
-        k = torch.cat([b[0] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
-        v = torch.cat([b[1] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
-        idx = torch.tensor(dst_slots[start : start + blocks.num_tokens], dtype=torch.int64, device=dev)
-        device.write(idx, [x.to(dev) for x in k.unbind(0)], [x.to(dev) for x in v.unbind(0)])
-        start += blocks.num_tokens
-
-
-def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCache:
-    """The host tier sized by `hicache_size` (GB) or `hicache_ratio` x the device pool, the disk
-    tier in `hicache_storage_dir` (if given) with a `hicache_storage_size` GB budget, and the remote
-    tier on `hicache_storage_backend` (if given). A store that does not answer at start is a
-    warning, not an error: the engine serves, and the tier joins once the store answers."""
-    host, disk_io, remote_io = build_tiers(config, pool, model_path)
-    return HiCache(pool, host, disk_io, config.hicache_write_policy, remote_io)
-
-
-def build_tiers(
-    config: EngineConfig, pool: KVPool, model_path: str, rank: int = 0
-) -> tuple[HostPool, DiskIO | None, RemoteIO | None]:
-    """One rank's host pool, disk tier and remote tier. Under tensor parallelism every rank builds
-    its own for its own KV heads: a host pool of the same size (rank 0's host slots address every
-    rank's), disk files in `<hicache_storage_dir>/tp<N>-rank<r>` with their own budget, its own
-    connection to the remote store; the fingerprint naming the blocks carries tp_size and the rank."""
-    ps, tp = config.page_size, (config.tp_size, rank)
-    host_bytes_per_token = sum(b[0].numel() * b.element_size() for b in pool.k_buffers + pool.v_buffers)
-    if config.hicache_size > 0:
-        num_tokens = int(config.hicache_size * 1e9) // host_bytes_per_token
-    else:
-        num_tokens = int(config.hicache_ratio * pool.num_slots)
-    host = HostPool(max(1, num_tokens // ps), ps, pool)
-    disk_io = None
-    if config.hicache_storage_dir:
-        root = config.hicache_storage_dir
-        if config.tp_size > 1:  # a TP=1 engine on the same directory indexes none of these files
-            root = os.path.join(root, f"tp{config.tp_size}-rank{rank}")
-        buf = pool.k_buffers[0]
-        store = DiskStore(
-            root,
-            int(config.hicache_storage_size * 1e9),
-            "",
-            DISK_BLOCK_TOKENS,
-            buf.dtype,
-            tuple(buf.shape[1:]),
-            pool.num_layers,
-        )
-        disk_io = DiskIO(store, pool, host, model_path, tp)
-    remote_io = None
-    if config.hicache_storage_backend is not None:
-        options = config.hicache_storage_backend_options
-        backend = create_backend(config.hicache_storage_backend, options)
-        if not backend.ping():
-            logger.warning(
-                "HiCache remote tier: %s store at %s does not answer; serving without it until it does",
-                config.hicache_storage_backend,
-                options["url"],
-            )
-        timeout_s = float(options["timeout_s"])  # type: ignore[arg-type]
-        remote_io = RemoteIO(backend, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s, tp)
-    return host, disk_io, remote_io

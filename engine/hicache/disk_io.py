@@ -228,6 +228,32 @@ def gather_kv(device: KVPool, host: HostPool, where: list[tuple[bool, int]]) -> 
     )
 
 
+def copy_to_device(
+    device: KVPool,
+    host: HostPool,
+    dst_slots: list[int],
+    host_slots: list[int],
+    reads: tuple[DiskLoad | None, ...],
+) -> None:
+    """Host KV, then each read's blocks (disk, remote), into device slots `dst_slots`, in that order."""
+    h = len(host_slots)
+    dev = device.device
+    if h:
+        ks, vs = host.read(host_slots)
+        idx = torch.tensor(dst_slots[:h], dtype=torch.int64, device=dev)
+        # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
+        device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
+    start = h
+    for blocks in reads:
+        if blocks is None or not blocks.num_tokens:
+            continue
+        k = torch.cat([b[0] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
+        v = torch.cat([b[1] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
+        idx = torch.tensor(dst_slots[start : start + blocks.num_tokens], dtype=torch.int64, device=dev)
+        device.write(idx, [x.to(dev) for x in k.unbind(0)], [x.to(dev) for x in v.unbind(0)])
+        start += blocks.num_tokens
+
+
 def path_slots(path: list[TreeNode]) -> list[tuple[bool, int]]:
     """(on device, slot) of every token along `path`, root first; device KV preferred over host."""
     out: list[tuple[bool, int]] = []

@@ -1,0 +1,74 @@
+"""Building HiCache's tiers from the engine's config: the host pool, the disk tier and the remote
+tier of one rank, and rank 0's controller over them."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from ..config import EngineConfig
+from ..kvcache.kv_pool import KVPool
+from .controller import HiCache
+from .disk_io import DiskIO
+from .disk_store import DiskStore
+from .host_pool import HostPool
+from .remote_io import RemoteIO
+from .storage_backend import create_backend
+
+logger = logging.getLogger(__name__)
+
+DISK_BLOCK_TOKENS = 64  # a multiple of every page size; 128 KiB files for the tiny model
+
+
+def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCache:
+    """The host tier sized by `hicache_size` (GB) or `hicache_ratio` x the device pool, the disk
+    tier in `hicache_storage_dir` (if given) with a `hicache_storage_size` GB budget, and the remote
+    tier on `hicache_storage_backend` (if given). A store that does not answer at start is a
+    warning, not an error: the engine serves, and the tier joins once the store answers."""
+    host, disk_io, remote_io = build_tiers(config, pool, model_path)
+    return HiCache(pool, host, disk_io, config.hicache_write_policy, remote_io)
+
+
+def build_tiers(
+    config: EngineConfig, pool: KVPool, model_path: str, rank: int = 0
+) -> tuple[HostPool, DiskIO | None, RemoteIO | None]:
+    """One rank's host pool, disk tier and remote tier. Under tensor parallelism every rank builds
+    its own for its own KV heads: a host pool of the same size (rank 0's host slots address every
+    rank's), disk files in `<hicache_storage_dir>/tp<N>-rank<r>` with their own budget, its own
+    connection to the remote store; the fingerprint naming the blocks carries tp_size and the rank."""
+    ps, tp = config.page_size, (config.tp_size, rank)
+    host_bytes_per_token = sum(b[0].numel() * b.element_size() for b in pool.k_buffers + pool.v_buffers)
+    if config.hicache_size > 0:
+        num_tokens = int(config.hicache_size * 1e9) // host_bytes_per_token
+    else:
+        num_tokens = int(config.hicache_ratio * pool.num_slots)
+    host = HostPool(max(1, num_tokens // ps), ps, pool)
+    disk_io = None
+    if config.hicache_storage_dir:
+        root = config.hicache_storage_dir
+        if config.tp_size > 1:  # a TP=1 engine on the same directory indexes none of these files
+            root = os.path.join(root, f"tp{config.tp_size}-rank{rank}")
+        buf = pool.k_buffers[0]
+        store = DiskStore(
+            root,
+            int(config.hicache_storage_size * 1e9),
+            "",
+            DISK_BLOCK_TOKENS,
+            buf.dtype,
+            tuple(buf.shape[1:]),
+            pool.num_layers,
+        )
+        disk_io = DiskIO(store, pool, host, model_path, tp)
+    remote_io = None
+    if config.hicache_storage_backend is not None:
+        options = config.hicache_storage_backend_options
+        backend = create_backend(config.hicache_storage_backend, options)
+        if not backend.ping():
+            logger.warning(
+                "HiCache remote tier: %s store at %s does not answer; serving without it until it does",
+                config.hicache_storage_backend,
+                options["url"],
+            )
+        timeout_s = float(options["timeout_s"])  # type: ignore[arg-type]
+        remote_io = RemoteIO(backend, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s, tp)
+    return host, disk_io, remote_io
