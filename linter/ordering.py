@@ -37,20 +37,24 @@ class Finding(NamedTuple):
     tokens: int | None = None  # static tokens pushed out of the prefix (KV101/KV102)
 
 
+_HOW = {
+    Change.PER_REQUEST: "changes every request",
+    Change.PER_SESSION: "changes per user",
+    Change.PER_DAY: "changes daily",
+}
+_WHAT = {
+    Kind.TIME: "timestamp",
+    Kind.ID: "identifier",
+    Kind.RANDOM: "random value",
+    Kind.TURN: "per-turn input",
+    Kind.HISTORY: "conversation history",
+    Kind.DOC: "per-query document",
+}
+
+
 def _describe(part: Part) -> str:
-    how = {
-        Change.PER_REQUEST: "changes every request",
-        Change.PER_SESSION: "changes per user",
-        Change.PER_DAY: "changes daily",
-    }.get(part.change, "")
-    kind = {
-        Kind.TIME: "timestamp",
-        Kind.ID: "identifier",
-        Kind.RANDOM: "random value",
-        Kind.TURN: "per-turn input",
-        Kind.HISTORY: "conversation history",
-        Kind.DOC: "per-query document",
-    }.get(part.kind, "value")
+    how = _HOW.get(part.change, "")
+    kind = _WHAT.get(part.kind, "value")
     return f"{kind} `{part.label}` ({how})" if how else f"{kind} `{part.label}`"
 
 

@@ -85,12 +85,16 @@ def unknown(node: ast.AST | None, label: str = "value") -> Shape:
 
 
 def flaws_of(shape: Shape) -> tuple[Flaw, ...]:
-    seen: dict[tuple[str, int, int], Flaw] = {}
+    seen: dict[tuple[str, int, int], Flaw] | None = None
     for part in shape:
+        if not part.flaws:
+            continue
+        if seen is None:
+            seen = {}
         for flaw in part.flaws:
             key = (flaw.code, getattr(flaw.node, "lineno", 0), getattr(flaw.node, "col_offset", 0))
             seen.setdefault(key, flaw)
-    return tuple(seen.values())
+    return tuple(seen.values()) if seen else ()
 
 
 def derive(shape: Shape, node: ast.AST | None, label: str | None = None, extra_flaws: tuple[Flaw, ...] = ()) -> Shape:
@@ -103,8 +107,12 @@ def derive(shape: Shape, node: ast.AST | None, label: str | None = None, extra_f
         if flaws:
             return (Part(Kind.TEXT, Change.NEVER, chars, node, label or "text", flaws),)
         return text(chars, node)
-    top = max(dynamic, key=lambda p: (p.kind in DYNAMIC_KINDS, p.change, p.kind is Kind.DOC))
+    top = dynamic[0] if len(dynamic) == 1 else max(dynamic, key=_rank)
     return (Part(top.kind, top.change, 0, node if node is not None else top.node, label or top.label, flaws),)
+
+
+def _rank(p: Part) -> tuple[bool, Change, bool]:
+    return (p.kind in DYNAMIC_KINDS, p.change, p.kind is Kind.DOC)
 
 
 def with_flaw(shape: Shape, flaw: Flaw) -> Shape:
