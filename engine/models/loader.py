@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import threading
 from typing import TypeVar
 
 import torch
@@ -80,18 +81,22 @@ def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCaus
 # A folder's parsed tokenizer, by (path, its files' sizes and times): engines started in one process
 # (tests, --dp-size) each get a deep copy, about half the cost of parsing a 100k-token vocabulary
 # again, and no Rust tokenizer object is shared between engines' threads.
+# The lock also serialises the first `from transformers import AutoTokenizer`: transformers' lazy
+# module, imported from two threads at once (two engines starting), can fail with an ImportError.
 _TOKENIZERS: dict[tuple, object] = {}
+_TOKENIZERS_LOCK = threading.Lock()
 
 
 def load_tokenizer(path: str):
-    from transformers import AutoTokenizer
-
     folder = os.path.abspath(path)
     files = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     stats = [(f, os.stat(os.path.join(folder, f))) for f in files]
     key = (folder, *((f, st.st_mtime_ns, st.st_size) for f, st in stats))
-    if key not in _TOKENIZERS:
-        if len(_TOKENIZERS) >= 4:  # a few folders at most (tests write many checkpoints)
-            del _TOKENIZERS[next(iter(_TOKENIZERS))]
-        _TOKENIZERS[key] = AutoTokenizer.from_pretrained(path)
-    return copy.deepcopy(_TOKENIZERS[key])
+    with _TOKENIZERS_LOCK:
+        if key not in _TOKENIZERS:
+            from transformers import AutoTokenizer
+
+            if len(_TOKENIZERS) >= 4:  # a few folders at most (tests write many checkpoints)
+                del _TOKENIZERS[next(iter(_TOKENIZERS))]
+            _TOKENIZERS[key] = AutoTokenizer.from_pretrained(path)
+        return copy.deepcopy(_TOKENIZERS[key])

@@ -33,7 +33,6 @@ def test_the_disk_fingerprint_names_tp_size_and_rank(tiny_path):
 @pytest.mark.slow  # starts a rank process
 def test_tp2_hicache_loads_each_ranks_heads_from_host_and_disk(tmp_path):
     hicache = dict(enable_hicache=True, hicache_ratio=2.0, hicache_storage_dir=str(tmp_path))
-    from transformers import AutoTokenizer  # noqa: F401  (transformers' lazy import is not thread-safe)
 
     with ThreadPoolExecutor(1) as starter:  # TP=1 loads while the rank process starts
         starting = starter.submit(Engine, EngineConfig(tp_size=2, max_total_tokens=POOL, **hicache))
