@@ -43,9 +43,9 @@ def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], na
             stack.extend(stmt.body[::-1])
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             found = Evaluator(module).literal(stmt.value, Scope())
-            if found is not None:
-                name = stmt.targets[0].id
-                module.literals[name], module.literal_nodes[name] = found
+            if found is not None:  # (not `name`: that is the module's, for relative imports further down)
+                target = stmt.targets[0].id
+                module.literals[target], module.literal_nodes[target] = found
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             if module.qualname(stmt.value.func) in ("random.seed", "numpy.random.seed"):
                 module.is_random_seeded = bool(stmt.value.args)

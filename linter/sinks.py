@@ -389,8 +389,8 @@ def template_site(ev: Evaluator, node: ast.Call, name: str, scope: Scope) -> Sit
         return Site(node, message_segments(ev, arg, scope), "high", None)  # `llm.invoke([{"role": ...}])`
     if last in _LLM_METHODS and isinstance(arg, (ast.JoinedStr, ast.BinOp)):
         return Site(node, [Segment(None, ev.shape(arg, scope))], "low", None)
-    if last in _LLM_METHODS and isinstance(arg, ast.Name) and arg.id in scope.values:
-        shape = ev.shape(arg, scope)  # `llm.invoke(text)`, `text` a string built above
+    if last in _LLM_METHODS and (isinstance(arg, ast.Call) or (isinstance(arg, ast.Name) and arg.id in scope.values)):
+        shape = ev.shape(arg, scope)  # `llm.invoke(text)`, `llm.predict(TEMPLATE.format(...))`
         if any(p.kind is Kind.TEXT for p in shape):
             return Site(node, [Segment(None, shape)], "low", None)
     return None

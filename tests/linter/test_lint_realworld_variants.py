@@ -3,7 +3,13 @@ or send a prompt, one minimal snippet each, written for these tests."""
 
 from __future__ import annotations
 
+import textwrap
+from pathlib import Path
+
 from promptlint_assert import LONG, assert_lints
+
+from radixgate.linter import Settings
+from radixgate.linter.runner import lint_paths
 
 
 def test_langchain_message_objects_sent_through_invoke_or_a_call():
@@ -175,3 +181,25 @@ def test_langchain_setup_slots_are_not_per_request_inputs():
         """
     assert_lints(source.replace("SLOT", "format_instructions"))
     assert_lints(source.replace("SLOT", "user_notes"), "KV101")  # any other slot filled per call
+
+
+def test_a_relative_import_after_a_module_constant(tmp_path: Path):
+    for package in ("app", "other"):  # two `prompts` modules: only the package path tells them apart
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "other" / "prompts.py").write_text('QA_TEMPLATE = "Summarise: {text}"\n')
+    (tmp_path / "app" / "prompts.py").write_text(f'QA_TEMPLATE = "Time: {{now}}. {LONG} Question: {{question}}"\n')
+    (tmp_path / "app" / "chat.py").write_text(
+        textwrap.dedent(
+            """
+            from datetime import datetime
+            MODEL = "gpt-4o"
+            from .prompts import QA_TEMPLATE
+
+            def ask(llm, question):
+                return llm.invoke(QA_TEMPLATE.format(now=datetime.now(), question=question))
+            """
+        )
+    )
+    found = lint_paths([str(tmp_path)], Settings()).violations
+    assert [(Path(v.filename).name, v.code) for v in found] == [("chat.py", "KV101")]
