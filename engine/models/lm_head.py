@@ -1,12 +1,12 @@
 """The LM head product: hidden states [n, hidden] x weight [vocab, hidden] -> float32 logits [n, vocab].
 
 On CPU in float32 it is the decode step's largest GEMM by far (the tiny model: 89% of a batch-32 step's
-FLOPs), and BLAS runs it well below the machine's peak: the reduction dimension is only the hidden
-size, so MKL's default path spends its time repacking the weight on every call. oneDNN with the
-weight reordered once into its blocked layout does not. That is what PyTorch Inductor's CPU freezing
-pass does for linear layers (`mkldnn._reorder_linear_weight` + `mkldnn._linear_pointwise`), and what
-SGLang's CPU backend does with its prepacked weights. Measured on this machine's AVX2 EPYC, one thread,
-the built-in model's 256 x 100,279 head: 40-46 GFLOP/s at 32 rows against 22-26 for `F.linear`.
+FLOPs), and `F.linear` (MKL) runs it well below the machine's peak: its reduction dimension is only the
+hidden size. oneDNN with the weight reordered once into its blocked layout runs it much faster. That
+is what PyTorch Inductor's CPU freezing pass does for linear layers (`mkldnn._reorder_linear_weight` +
+`mkldnn._linear_pointwise`). Measured on this machine's AVX2 EPYC, one thread, the built-in model's
+256 x 100,279 head at 32 rows: 40-50 GFLOP/s against 22-26 for `F.linear` (the 2048^3 product: ~80).
+The smaller linear layers measured no faster packed, so they stay on `F.linear`.
 
 The packed copy costs the LM head's size in memory once more; it is made on first use and remade when
 the weight changes. Elsewhere (CUDA, bf16/fp16, a torch without oneDNN) the product is `F.linear`.
