@@ -6,6 +6,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from . import names
+from .placeholders import as_format_string
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle, UnsortedJsonDumps
 from .shape import Change, Flaw, Kind, Part, Shape, derive, text, unknown, value, with_flaw, without_flaws
 
@@ -117,6 +118,14 @@ def method_call(ev: Evaluator, node: ast.Call, attr: str, scope: Scope, hint: st
         shaped = replaced(ev.shape(receiver, scope), node.args[0].value, ev.shape(node.args[1], scope))  # type: ignore[attr-defined]
         if shaped is not None:
             return shaped
+    if attr in ("render", "substitute", "safe_substitute"):
+        held = template_object(ev, receiver, scope)
+        if held is not None:  # `jinja2.Template(T).render(now=...)`, `string.Template(T).substitute(...)`
+            kwargs = {kw.arg: ev.shape(kw.value, scope) for kw in node.keywords if kw.arg}
+            if node.args and isinstance(node.args[0], ast.Dict):
+                pairs = zip(node.args[0].keys, node.args[0].values, strict=False)
+                kwargs |= {str(k.value): ev.shape(v, scope) for k, v in pairs if isinstance(k, ast.Constant)}
+            return ev.fill(as_format_string(held[0], held[2]), held[1], [], kwargs)
     if attr == "format":
         found = ev.literal(receiver, scope)
         if found is not None:
@@ -219,6 +228,24 @@ def replaced(shape: Shape, marker: str, by: Shape) -> Shape | None:
     if hit or all(p.kind is Kind.TEXT and not p.flaws for p in by):  # `.replace("\n", " ")` keeps the shape
         return tuple(out)
     return None
+
+
+def template_object(ev: Evaluator, node: ast.expr, scope: Scope) -> tuple[str, ast.expr, str] | None:
+    """The text, holder and style of a Jinja or `string.Template` object `node` (built inline, or
+    bound to a local, a module name or `self.x`), when its text is literal."""
+    built: ast.expr | None = node
+    if isinstance(node, ast.Name):
+        built = scope.exprs.get(node.id) or ev.module.exprs.get(node.id)
+    elif isinstance(node, ast.Attribute) and scope.cls and _is_self(node.value):
+        built = ev.module.attr_exprs.get((scope.cls, node.attr))
+    if not isinstance(built, ast.Call) or not built.args:
+        return None
+    qual = ev.module.qualname(built.func) or ""
+    style = "dollar" if qual == "string.Template" else "jinja" if qual.startswith("jinja2.") else None
+    if isinstance(built.func, ast.Attribute) and built.func.attr == "from_string":
+        style = "jinja"
+    found = ev.literal(built.args[0], scope) if style else None
+    return (found[0], found[1], style) if found is not None and style else None
 
 
 def picked_value(seeded: bool, node: ast.Call) -> Shape:

@@ -4,10 +4,31 @@ source, and a value filled elsewhere placed at its placeholder."""
 from __future__ import annotations
 
 import ast
+import re
 import string
 
 from .scope import Module
 from .shape import Shape
+
+#: Slots of other template engines: Jinja's `{{ name }}`, `string.Template`'s `$name` / `${name}` (`$$` is `$`).
+_SLOTS = {
+    "jinja": re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}"),
+    "dollar": re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)"),
+}
+
+
+def as_format_string(text: str, style: str) -> str:
+    """A Jinja (`style` "jinja") or `string.Template` ("dollar") template as a `str.format` one with
+    the same slots; anything else (filters, loops) stays literal text."""
+    out: list[str] = []
+    at = 0
+    for match in _SLOTS[style].finditer(text):
+        out.append(text[at : match.start()].replace("{", "{{").replace("}", "}}"))
+        name = next((g for g in match.groups() if g), None)
+        out.append("{" + name + "}" if name else "$")
+        at = match.end()
+    out.append(text[at:].replace("{", "{{").replace("}", "}}"))
+    return "".join(out)
 
 
 def placeholders(template: str) -> list[tuple[str, str | None]] | None:

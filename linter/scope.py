@@ -64,6 +64,7 @@ class Module:
     attr_shapes: dict[tuple[str, str], Shape] = field(default_factory=dict)
     attr_literals: dict[tuple[str, str], tuple[str, ast.expr]] = field(default_factory=dict)
     attr_exprs: dict[tuple[str, str], ast.expr] = field(default_factory=dict)
+    exprs: dict[str, ast.expr] = field(default_factory=dict)  # module-level names bound to a call or dict
     prompt_classes: set[str] = field(default_factory=set)  # subclasses of a LangChain *PromptTemplate
     # Names imported from other modules of the project: literal templates and constant shapes.
     imported_literals: dict[str, str] = field(default_factory=dict)

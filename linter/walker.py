@@ -161,6 +161,8 @@ class Walker:
             return
         if isinstance(value, (ast.Dict, ast.Call)):
             scope.exprs[name] = value
+            if scope.is_module:
+                self.ev.module.exprs[name] = value
         shape = self.ev.shape(value, scope, hint=name)
         if scope.depth and not any(p.is_dynamic for p in shape) and name in self.merged:
             # A branch that rebinds a dynamic name to something unknown does not make it static.

@@ -203,3 +203,23 @@ def test_a_relative_import_after_a_module_constant(tmp_path: Path):
     )
     found = lint_paths([str(tmp_path)], Settings()).violations
     assert [(Path(v.filename).name, v.code) for v in found] == [("chat.py", "KV101")]
+
+
+def test_jinja_and_string_template_objects():
+    for build, call in (
+        ('jinja2.Template("Now: {{ now }}. LONG Q: {{ q }}")', "SYSTEM.render(now=datetime.now(), q=q)"),
+        ('string.Template("Now: $now. LONG Q: ${q}")', "SYSTEM.substitute({'now': datetime.now(), 'q': q})"),
+    ):
+        source = f"""
+            import string
+            from datetime import datetime
+
+            import jinja2
+
+            SYSTEM = {build.replace("LONG", LONG)}
+
+            def ask(llm, q):
+                return llm.invoke([("system", {call}), ("human", q)])
+            """
+        assert_lints(source, "KV101")
+        assert_lints(source.replace("datetime.now()", '"Monday"'))  # a fixed value: clean
