@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -128,14 +128,9 @@ class DiskIO:
         """Ranks 1..N-1: reads the leading stored blocks of `keys` on the reader thread, after every
         write queued before (rank 0 counts a block once its own write finished; this rank's may lag)."""
         self.disk_store.num_cached_blocks(keys)  # marks them recently used, as rank 0's match did
-        written = self._writer.submit(lambda: None)  # the writer is one thread: done after earlier writes
-        future = self._reader.submit(self._read_after, written, keys)
+        future = read_after_writes(self._writer, self._reader, self._read_blocks, keys)
         self._track(future)
         return future
-
-    def _read_after(self, written: Future, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        written.result()
-        return self._read_blocks(keys)
 
     def wait(self, timeout: float) -> None:
         """Blocks until some prefetch finishes (or `timeout`): what the loop does when nothing else
@@ -297,3 +292,14 @@ def kv_fingerprint(model_path: str, pool: KVPool, tp_size: int = 1, tp_rank: int
     }
     h.update(json.dumps(layout, sort_keys=True).encode())
     return h.hexdigest()
+
+
+def read_after_writes(writer: ThreadPoolExecutor, reader: ThreadPoolExecutor, read: Callable, keys: list) -> Future:
+    """`read(keys)` on the reader thread, once every write queued before on `writer` (one thread) is done."""
+    written = writer.submit(lambda: None)
+
+    def run() -> list[tuple[torch.Tensor, torch.Tensor]]:
+        written.result()
+        return read(keys)
+
+    return reader.submit(run)

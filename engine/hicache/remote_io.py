@@ -36,7 +36,7 @@ import torch
 
 from ..kvcache.kv_pool import KVPool
 from ..kvcache.radix_cache import TreeNode
-from .disk_io import DiskLoad, Where, gather_kv, kv_fingerprint, kv_needs_calibration, path_slots
+from .disk_io import DiskLoad, Where, gather_kv, kv_fingerprint, kv_needs_calibration, path_slots, read_after_writes
 from .disk_store import chain_keys, decode_block, encode_block
 from .host_pool import HostPool
 from .storage_backend import StorageBackend, StoreUnavailable
@@ -171,14 +171,9 @@ class RemoteIO:
     def fetch_async(self, keys: list[str]) -> Future:
         """Ranks 1..N-1: fetches the leading stored blocks of `keys` on the reader thread, after every
         write queued before (rank 0 saw its own write finish; this rank's may lag)."""
-        written = self._writer.submit(lambda: None)  # the writer is one thread: done after earlier writes
-        future = self._reader.submit(self._fetch_after, written, keys)
+        future = read_after_writes(self._writer, self._reader, self._fetch, keys)
         self._track(future)
         return future
-
-    def _fetch_after(self, written: Future, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        written.result()
-        return self._fetch(keys)
 
     def wait(self, timeout: float) -> None:
         """Blocks until some fetch finishes (or `timeout`), when the loop has nothing else to run."""
