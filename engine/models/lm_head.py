@@ -37,7 +37,8 @@ class PackedLMHead:
         return F.linear(x, weight).float()
 
     def _packed_for(self, weight: torch.Tensor) -> torch.Tensor | None:
-        key = (weight.data_ptr(), weight._version)
+        # an inference tensor has no version counter: its storage alone identifies it
+        key = (weight.data_ptr(), -1 if weight.is_inference() else weight._version)
         if key != self._key:
             try:
                 self._packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach(), _EXPECTED_ROWS)

@@ -32,6 +32,14 @@ def test_packed_copy_follows_the_weight():
     torch.testing.assert_close(head.logits(x, other), F.linear(x, other), rtol=0, atol=1e-5)
 
 
+def test_weights_made_under_inference_mode():
+    with torch.inference_mode():
+        weight, x = torch.randn(2000, 32), torch.randn(3, 32)
+    head = PackedLMHead()
+    with torch.inference_mode():
+        torch.testing.assert_close(head.logits(x, weight), F.linear(x, weight), rtol=0, atol=1e-5)
+
+
 def test_other_dtypes_use_linear():
     weight, x = torch.randn(300, 32).bfloat16(), torch.randn(2, 32).bfloat16()
     got = PackedLMHead().logits(x, weight)
