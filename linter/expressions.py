@@ -81,6 +81,10 @@ class Evaluator:
             left, right = self.literal(node.left, scope), self.literal(node.right, scope)
             if left is not None and right is not None:
                 return left[0] + right[0], node
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            table = scope.exprs.get(node.value.id, self.module.exprs.get(node.value.id))
+            if isinstance(table, ast.Dict):  # `PROMPTS[version]`: templates kept in a dict
+                return self._entry_literal(table, node.slice, scope)
         if isinstance(node, ast.Call) and not node.keywords:
             joined = self._joined_literal(node, scope)
             if joined is not None:
@@ -91,6 +95,18 @@ class Evaluator:
             if isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS:
                 return self.literal(node.func.value, scope)  # `"""...""".strip()`
         return None
+
+    def _entry_literal(self, table: ast.Dict, key: ast.expr, scope: Scope) -> tuple[str, ast.expr] | None:
+        """The template a constant key selects; for a key known only at run time (a version, a mode:
+        variants of one prompt), the first entry that is literal text."""
+        entries = [v for k, v in zip(table.keys, table.values, strict=False) if k is not None]
+        if isinstance(key, ast.Constant):
+            entries = [
+                v
+                for k, v in zip(table.keys, table.values, strict=False)
+                if isinstance(k, ast.Constant) and k.value == key.value
+            ]
+        return next((found for v in entries if (found := self.literal(v, scope)) is not None), None)
 
     def _joined_literal(self, node: ast.Call, scope: Scope) -> str | None:
         """`"\\n".join([HEADER, BODY])` (or a local list of literals) when every piece is literal."""

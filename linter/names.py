@@ -124,6 +124,8 @@ _USER_WORDS = frozenset({"user", "username", "userid", "uid", "customer", "email
 _TIME_WORDS = frozenset({"now", "timestamp", "time", "datetime", "ts", "clock"})
 _DAY_WORDS = frozenset({"today", "date"})
 _TURN_WORDS = frozenset({"question", "query", "input", "utterance", "ask", "inquiry", "scratchpad"})
+#: What a person wrote, when the name says who: `user_description`, `human_feedback`, `user_request`.
+_AUTHORED_WORDS = frozenset({"message", "msg", "text", "description", "request", "content", "feedback"})
 _HISTORY_WORDS = frozenset(
     {"history", "histories", "conversation", "conversations", "transcript", "memory", "memories", "turns"}
 )
@@ -205,6 +207,8 @@ def words(identifier: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4096)
 def classify_name(identifier: str) -> tuple[Kind, Change] | None:
     """What an identifier (or dotted chain of them) suggests about its value, or None."""
+    if identifier.startswith("__") and identifier.endswith("__"):
+        return None  # `__doc__`, `__name__`: the module's own fixed text
     ws = words(identifier)
     while len(ws) > 1 and ws[-1] in _MODIFIERS:  # now_kst_str -> now
         ws = ws[:-1]
@@ -231,12 +235,24 @@ def classify_name(identifier: str) -> tuple[Kind, Change] | None:
         return Kind.TIME, Change.PER_REQUEST
     if set(tail) & _HISTORY_WORDS:
         return Kind.HISTORY, Change.PER_SESSION
-    if last in _TURN_WORDS or (last in ("message", "msg", "text") and "user" in ws):
+    if last in _TURN_WORDS or (last in _AUTHORED_WORDS and ("user" in ws or "human" in ws)):
         return Kind.TURN, Change.PER_REQUEST
     if last in _DOC_WORDS or (len(ws) > 1 and ws[-2] in _DOC_WORDS and last in ("text", "str")):
         # A name alone says "document", not "shared": RAG context is usually retrieved per query.
         return Kind.DOC, Change.PER_REQUEST
     return None
+
+
+_SETTING_HEADS = frozenset({"max", "min", "num", "top"})
+_SETTING_TAILS = frozenset({"count", "limit", "k", "n"})
+
+
+@functools.lru_cache(maxsize=4096)
+def is_count_setting(identifier: str) -> bool:
+    """`max_sections`, `num_queries`, `top_k`, `k`: a count set per deployment or per task, a few
+    characters that do not split the instructions around them into separate blocks."""
+    ws = words(identifier)
+    return bool(ws) and (ws[0] in _SETTING_HEADS or ws[-1] in _SETTING_TAILS)
 
 
 def strftime_change(fmt: str) -> Change:
