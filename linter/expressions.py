@@ -85,6 +85,9 @@ class Evaluator:
             table = scope.exprs.get(node.value.id, self.module.exprs.get(node.value.id))
             if isinstance(table, ast.Dict):  # `PROMPTS[version]`: templates kept in a dict
                 return self._entry_literal(table, node.slice, scope)
+            far = self.module.imported_tables.get(node.value.id)
+            if far is not None and (entry := self._entry_literal(far, node.slice, scope)) is not None:
+                return entry[0], node  # a table of another module: reported at this use
         if isinstance(node, ast.Call) and not node.keywords:
             joined = self._joined_literal(node, scope)
             if joined is not None:

@@ -160,6 +160,8 @@ class Project:
                 module.imported_literals[alias] = other.literals[name]
             elif name in other.constants:
                 module.imported_constants[alias] = other.constants[name]
+            if isinstance(table := other.exprs.get(name), ast.Dict):
+                module.imported_tables[alias] = table
 
     # -- reading -------------------------------------------------------------------------
     def run(self) -> None:

@@ -69,6 +69,7 @@ class Module:
     # Names imported from other modules of the project: literal templates and constant shapes.
     imported_literals: dict[str, str] = field(default_factory=dict)
     imported_constants: dict[str, Shape] = field(default_factory=dict)
+    imported_tables: dict[str, ast.Dict] = field(default_factory=dict)  # dicts of templates (`PROMPTS`)
     template_constants: list[tuple[str, ast.Constant]] = field(default_factory=list)  # module-level
     all_functions: list | None = None  # every (function, class or None), read once (`checker.functions_of`)
     # Dotted names already resolved, by node (None while the imports are still being collected).

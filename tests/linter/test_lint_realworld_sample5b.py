@@ -3,9 +3,13 @@ minimal snippet each, written for these tests, with a near variant that must sta
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from promptlint_assert import LONG, assert_lints
 
+from radixgate.linter import Settings
 from radixgate.linter.ordering import estimate_tokens
+from radixgate.linter.runner import lint_paths
 
 # Two halves of one block of instructions, each under 64 tokens, together over it.
 HEAD = (
@@ -96,6 +100,24 @@ def test_templates_kept_in_a_dict_and_selected_by_key():
             return client.messages.create(model="m", max_tokens=5, messages=[{{"role": "user", "content": prompt}}])
         """
     )
+
+
+def test_a_table_of_templates_imported_from_another_module(tmp_path: Path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "grade.py").write_text(
+        "import anthropic\n"
+        "from app.prompts import GRADERS\n\n\n"
+        "def grade(version, question):\n"
+        "    prompt = GRADERS[version].format(question=question)\n"
+        '    messages = [{"role": "user", "content": prompt}]\n'
+        '    return anthropic.Anthropic().messages.create(model="m", max_tokens=5, messages=messages)\n'
+    )
+    for template, codes in ((f"Question: {{question}}. {LONG}", ["KV101"]), (f"{LONG} Question: {{question}}", [])):
+        (tmp_path / "app" / "prompts.py").write_text(f"GRADERS = {{'v1': {template!r}}}\n")
+        found = lint_paths([str(tmp_path)], Settings()).violations
+        assert [v.code for v in found] == codes
+        assert all(v.filename.endswith("grade.py") and v.row == 6 for v in found)  # at the use, in its own file
 
 
 def test_the_module_docstring_is_fixed_text():
