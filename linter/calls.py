@@ -236,7 +236,7 @@ def template_object(ev: Evaluator, node: ast.expr, scope: Scope) -> tuple[str, a
     built: ast.expr | None = node
     if isinstance(node, ast.Name):
         built = scope.exprs.get(node.id) or ev.module.exprs.get(node.id)
-    elif isinstance(node, ast.Attribute) and scope.cls and _is_self(node.value):
+    elif isinstance(node, ast.Attribute) and scope.cls and names.is_self(node.value):
         built = ev.module.attr_exprs.get((scope.cls, node.attr))
     if not isinstance(built, ast.Call) or not built.args:
         return None
@@ -300,7 +300,7 @@ def call_shape(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) ->
             shaped = ev.module.project.function_return(ev, node, qual)
             if shaped is not None:
                 return shaped
-    if scope.cls and isinstance(node.func, ast.Attribute) and _is_self(node.func.value):
+    if scope.cls and isinstance(node.func, ast.Attribute) and names.is_self(node.func.value):
         fn = _method(ev, scope.cls, node.func.attr)
         if fn is not None:  # `self.header()`: what the class's own method returns, reported at this call
             shape = function_return(ev, f"{scope.cls}.{fn.name}", node, fn, scope.cls)
@@ -365,10 +365,6 @@ def function_return(
         module.in_progress.discard(name)
         module.returns[name] = shape
     return shape
-
-
-def _is_self(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
 
 def _method(ev: Evaluator, cls: str, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

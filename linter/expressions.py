@@ -72,7 +72,7 @@ class Evaluator:
                 return self.module.literals[node.id], self.module.literal_nodes[node.id]
             if node.id in self.module.imported_literals:  # a template from another module: report here
                 return self.module.imported_literals[node.id], node
-        if isinstance(node, ast.Attribute) and scope.cls and _is_self(node.value):
+        if isinstance(node, ast.Attribute) and scope.cls and names.is_self(node.value):
             return self.module.attr_literals.get((scope.cls, node.attr))
         imported = self.module.imported_literals
         if imported and isinstance(node, ast.Attribute) and (held := imported.get(dotted(node) or "")):
@@ -215,7 +215,7 @@ class Evaluator:
             return self.binop(node, scope)
         if isinstance(node, ast.Name):
             return self.name(node, scope)
-        if isinstance(node, ast.Attribute) and scope.cls and _is_self(node.value):
+        if isinstance(node, ast.Attribute) and scope.cls and names.is_self(node.value):
             found = self.attribute(scope.cls, node)
             if found is not None:
                 return found
@@ -385,7 +385,3 @@ class Evaluator:
             old = scope.lists[node.id]
             return ListValue(list(old.elements), old.flaws)
         return None
-
-
-def _is_self(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id in ("self", "cls")

@@ -196,7 +196,6 @@ _STATIC_WORDS = frozenset(
 )
 
 
-@functools.lru_cache(maxsize=4096)
 @functools.lru_cache(maxsize=8192)
 def words(identifier: str) -> tuple[str, ...]:
     """`currentUserId` / `current_user_id` -> ("current", "user", "id")."""
@@ -253,6 +252,11 @@ def is_count_setting(identifier: str) -> bool:
     characters that do not split the instructions around them into separate blocks."""
     ws = words(identifier)
     return bool(ws) and (ws[0] in _SETTING_HEADS or ws[-1] in _SETTING_TAILS)
+
+
+def is_self(node: ast.expr) -> bool:
+    """`self` or `cls`: the receiver of a method's own attributes."""
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
 
 def strftime_change(fmt: str) -> Change:

@@ -267,9 +267,8 @@ def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
     if name.endswith("post") and node.args:
         return http_site(ev, node, scope)
     system = next((kw.value for kw in node.keywords if kw.arg in _SYSTEM_KWARGS), None)
-    if (
-        system is not None
-    ):  # `GenerativeModel(system_instruction=...)`, `co.chat(preamble=...)`, `Agent(instructions=...)`
+    # `GenerativeModel(system_instruction=...)`, `co.chat(preamble=...)`, `Agent(instructions=...)`
+    if system is not None:
         return Site(node, head + [Segment("system", content_shape(ev, system, scope))], "high", None)
     return template_site(ev, node, name, scope)
 
@@ -277,13 +276,7 @@ def find_site(ev: Evaluator, node: ast.Call, scope: Scope) -> Site | None:
 def message_objects(node: ast.expr, scope: Scope) -> bool:
     """A list of LangChain message objects (`[SystemMessage(...), HumanMessage(...)]`, or a local
     list built from them): whatever it is passed to sends it to a model."""
-    elements = (
-        node.elts
-        if isinstance(node, (ast.List, ast.Tuple))
-        else scope.lists[node.id].elements
-        if isinstance(node, ast.Name) and node.id in scope.lists
-        else []
-    )
+    elements = _elements(node, scope, (ast.List, ast.Tuple))
     return any((isinstance(e, ast.Call) and role_of(e)) or _role_tuple(e) for e in elements)
 
 
@@ -295,14 +288,16 @@ def _role_tuple(node: ast.expr) -> bool:
 
 
 def role_of_any(node: ast.expr, scope: Scope) -> bool:
-    elements = (
-        node.elts
-        if isinstance(node, ast.List)
-        else scope.lists[node.id].elements
-        if isinstance(node, ast.Name) and node.id in scope.lists
-        else []
-    )
-    return any(role_of(e) for e in elements)
+    return any(role_of(e) for e in _elements(node, scope, ast.List))
+
+
+def _elements(node: ast.expr, scope: Scope, displays: type | tuple[type, ...]) -> list[ast.expr]:
+    """The elements of a list display (of the `displays` kinds) or of a local list built from literals."""
+    if isinstance(node, displays):
+        return node.elts  # type: ignore[attr-defined]
+    if isinstance(node, ast.Name) and node.id in scope.lists:
+        return scope.lists[node.id].elements
+    return []
 
 
 def tools_shape(ev: Evaluator, node: ast.expr, scope: Scope) -> Shape:

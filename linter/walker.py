@@ -121,7 +121,7 @@ class Walker:
             # A `format` override filling a template placeholder per call.
             self.ev.module.fillings.setdefault(target.slice.value, []).append(self.ev.shape(value, scope))
             return
-        if isinstance(target, ast.Attribute) and scope.cls and _is_self(target.value):
+        if isinstance(target, ast.Attribute) and scope.cls and names.is_self(target.value):
             self.bind_attribute(scope.cls, target.attr, value, scope)
             return
         if not isinstance(target, ast.Name):
@@ -386,10 +386,6 @@ def is_template_text(name: str, text: str) -> bool:
     words = names.words(name)
     named = bool(set(words) & _TEMPLATE_NAME_WORDS) or bool(words and words[-1] in _TEMPLATE_NAME_ENDS)
     return named and "{" in text and bool(_PLACEHOLDER.search(text))
-
-
-def _is_self(node: ast.expr) -> bool:
-    return isinstance(node, ast.Name) and node.id in ("self", "cls")
 
 
 def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: str | None = None) -> Shape:
