@@ -268,8 +268,9 @@ def decode_attention_torch(
         v = (v.to(torch.float32) * v_scale).to(q.dtype)
     qg = q.view(batch, num_kv_heads, num_heads // num_kv_heads, head_dim)
     og = out.view(batch, num_kv_heads, num_heads // num_kv_heads, head_dim)
+    bias = bias.to(q.dtype)  # once per layer, not once per head
     for h in range(num_kv_heads):
-        scores = torch.baddbmm(bias.to(q.dtype), qg[:, h], k[:, :, h].transpose(1, 2), alpha=sm_scale)  # [B, G, L]
+        scores = torch.baddbmm(bias, qg[:, h], k[:, :, h].transpose(1, 2), alpha=sm_scale)  # [B, G, L]
         # padded columns have probability exactly 0 and read request 0's first slot, a written one
         og[:, h] = torch.bmm(torch.softmax(scores, dim=-1), v[:, :, h])
     return out
