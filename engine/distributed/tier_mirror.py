@@ -31,7 +31,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import torch
 
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .tensor_parallel import TensorParallel
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 Read = tuple[int, int] | None  # (offset, num_tokens) of a request's read blocks that a load copies
 
 
@@ -80,6 +81,13 @@ class TierMirror:
             assert isinstance(n, int), f"a rank answered {n!r} to agree"
             answers.append(n)
         return min(answers)
+
+    def agreed(self, tier: str, rid: str, read: Any, blocks: list[T]) -> list[T]:
+        """`blocks`, rank 0's finished read, cut to the leading blocks every rank has read; the ranks
+        are asked once per read (`read.num_agreed` keeps the answer)."""
+        if read.num_agreed is None:
+            read.num_agreed = self.agree(tier, rid, len(blocks))
+        return blocks[: read.num_agreed]
 
     def load(
         self, rid: str, dst_slots: list[int], host_slots: list[int], disk: DiskLoad | None, remote: DiskLoad | None

@@ -106,9 +106,7 @@ class DiskIO:
             return True
         blocks = p.future.result()
         if self.mirror is not None:  # a block missing or damaged on any rank is a miss on every rank
-            if p.num_agreed is None:
-                p.num_agreed = self.mirror.agree("disk", rid, len(blocks))
-            blocks = blocks[: p.num_agreed]
+            blocks = self.mirror.agreed("disk", rid, p, blocks)
         start = p.first_block * bs
         end = start + len(blocks) * bs
         if start > num_in_memory or end <= num_in_memory:

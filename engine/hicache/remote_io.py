@@ -139,9 +139,7 @@ class RemoteIO:
             return None
         blocks = f.future.result()
         if self.mirror is not None:  # a block missing or damaged on any rank is a miss on every rank
-            if f.num_agreed is None:
-                f.num_agreed = self.mirror.agree("remote", rid, len(blocks))
-            blocks = blocks[: f.num_agreed]
+            blocks = self.mirror.agreed("remote", rid, f, blocks)
         start = f.first_block * bs
         end = start + len(blocks) * bs
         if start > num_in_memory or end <= num_in_memory:
