@@ -161,12 +161,12 @@ def before_findings(labels: list[dict]) -> list[dict]:
 
 
 def table(rows: list[Row]) -> str:
-    head = f"{'half':<16}{'repos':>6}{'files':>7}{'findings':>9}{'TP':>5}{'FP':>5}{'unlab.':>7}"
+    head = f"{'half':<20}{'repos':>6}{'files':>7}{'findings':>9}{'TP':>5}{'FP':>5}{'unlab.':>7}"
     head += f"{'precision':>10}{'breakers':>9}{'caught':>7}{'recall':>8}"
     out = [head]
     for r in rows:
         out.append(
-            f"{r.name:<16}{r.repos:>6}{r.files:>7}{r.findings:>9}{r.tp:>5}{r.fp:>5}{r.unlabeled:>7}"
+            f"{r.name:<20}{r.repos:>6}{r.files:>7}{r.findings:>9}{r.tp:>5}{r.fp:>5}{r.unlabeled:>7}"
             f"{r.precision:>10.2f}{r.breakers:>9}{r.caught:>7}{r.recall:>8.2f}"
         )
     return "\n".join(out) + "\n"
@@ -194,33 +194,51 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     split = {row["repo"]: row["split"] for row in provenance}
-    files = defaultdict(int)
-    for row in provenance:
-        files[row["split"]] += 1
+    batch_of = {row["repo"]: row.get("batch", 1) for row in provenance}
+    batches = sorted(set(batch_of.values()))
     rows: list[Row] = []
     test_labels = read_jsonl(args.data / "labels_test.jsonl")
     after_labels = read_jsonl(args.data / "labels_test_after.jsonl")
     dev_labels = read_jsonl(args.data / "labels_dev.jsonl")
     attach_refs(args.sources, test_labels + after_labels + dev_labels)
-    test_repos = sorted(r for r, s in split.items() if s == "test")
-    dev_repos = sorted(r for r, s in split.items() if s == "dev")
     started = time.perf_counter()
     found: list[dict] = []
     dev_found: list[dict] = []
     lines = dev_lines = 0
     test_unlabeled: list[dict] = []
     dev_unlabeled: list[dict] = []
+
+    def rows_of(half: str, findings: list[dict], labels: list[dict], now: str) -> tuple[list[Row], list[dict]]:
+        """One row per batch (when there are several), then all batches together."""
+        out: list[Row] = []
+        unlabeled: list[dict] = []
+        groups = [(f"b{b}", {b}) for b in batches] if len(batches) > 1 else []
+        for tag, members in [*groups, ("", set(batches))]:
+            repos = sorted(r for r, s in split.items() if s == half and batch_of[r] in members)
+            n_files = sum(1 for row in provenance if row["split"] == half and row.get("batch", 1) in members)
+            name = f"{half}{' ' + tag if tag else ''}, {now}"
+            row, unlabeled = score(
+                name,
+                repos,
+                n_files,
+                [f for f in findings if f["repo"] in repos],
+                [lab for lab in labels if lab["repo"] in repos],
+            )
+            out.append(row)
+        return out, unlabeled
+
     if args.half != "dev":
-        before, _ = score("test, before", test_repos, files["test"], before_findings(test_labels), test_labels)
-        rows.append(before)
+        test_repos = sorted(r for r, s in split.items() if s == "test")
+        rows += rows_of("test", before_findings(test_labels), test_labels, "before")[0]
         found, lines = lint_repos(args.sources, test_repos, Settings())
         after_all = test_labels + [dict(lab, recall=False) for lab in after_labels]
-        test_row, test_unlabeled = score("test, now", test_repos, files["test"], found, after_all)
-        rows.append(test_row)
+        test_rows, test_unlabeled = rows_of("test", found, after_all, "now")
+        rows += test_rows
     if args.half != "test":
+        dev_repos = sorted(r for r, s in split.items() if s == "dev")
         dev_found, dev_lines = lint_repos(args.sources, dev_repos, Settings())
-        dev_row, dev_unlabeled = score("dev, now", dev_repos, files["dev"], dev_found, dev_labels)
-        rows.append(dev_row)
+        dev_rows, dev_unlabeled = rows_of("dev", dev_found, dev_labels, "now")
+        rows += dev_rows
     elapsed = time.perf_counter() - started
     sys.stdout.write(table(rows))
     print(f"({lines + dev_lines:,} lines linted in {elapsed:.1f} s; precision counts labeled findings only)")
