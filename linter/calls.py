@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from . import names
 from .placeholders import as_format_string
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle, UnsortedJsonDumps
-from .shape import Change, Flaw, Kind, Part, Shape, derive, text, unknown, value, with_flaw, without_flaws
+from .shape import Change, Flaw, Kind, Part, Shape, derive, moved, text, unknown, value, with_flaw, without_flaws
 
 if TYPE_CHECKING:
     from .expressions import Evaluator
@@ -304,7 +304,7 @@ def call_shape(ev: Evaluator, node: ast.Call, scope: Scope, hint: str | None) ->
         fn = _method(ev, scope.cls, node.func.attr)
         if fn is not None:  # `self.header()`: what the class's own method returns, reported at this call
             shape = function_return(ev, f"{scope.cls}.{fn.name}", node, fn, scope.cls)
-            return tuple(p if p.kind is Kind.TEXT else p._replace(node=node) for p in shape)
+            return tuple(p if p.kind is Kind.TEXT else moved(p, node) for p in shape)
     if isinstance(node.func, ast.Attribute):
         shaped = method_call(ev, node, node.func.attr, scope, hint)
         if shaped is not None:

@@ -11,7 +11,7 @@ from .calls import SAME_SHAPE_METHODS, call_shape
 from .placeholders import at_placeholder, locate, placeholders
 from .rules import UnorderedIteration
 from .scope import ListValue, Module, ParamRef, Scope, dotted
-from .shape import EMPTY, Change, Flaw, Kind, Shape, derive, flaws_of, text, unknown, value, with_flaw
+from .shape import EMPTY, Change, Flaw, Kind, Shape, derive, flaws_of, moved, text, unknown, value, with_flaw
 
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
 _TOOLISH = frozenset(
@@ -221,7 +221,7 @@ class Evaluator:
                 return found
         constants = self.module.imported_constants
         if constants and isinstance(node, ast.Attribute) and (held := constants.get(dotted(node) or "")):
-            return tuple(p._replace(node=node) for p in held)  # `settings.SYSTEM`, from the project
+            return tuple(moved(p, node) for p in held)  # `settings.SYSTEM`, from the project
         if isinstance(node, (ast.Attribute, ast.Subscript)):
             # `uuid.uuid4().hex[:8]`, `now.hour`, `row["text"]`: what the base is, the part is.
             base = node.value
@@ -282,21 +282,22 @@ class Evaluator:
         else:
             return None
         if len(shape) == 1 and shape[0].kind is not Kind.TEXT and not shape[0].flaws:
-            return (shape[0]._replace(node=node),)
+            return (moved(shape[0], node),)
         return shape
 
     def name(self, node: ast.Name, scope: Scope) -> Shape:
         if node.id in scope.params and node.id not in scope.values and node.id not in scope.lists:
             ref = scope.params[node.id]
             use = ParamRef(id=node.id, ctx=ast.Load())
-            ast.copy_location(use, node)
+            if hasattr(node, "lineno"):  # `ast.copy_location`, inlined (made-up names have no position)
+                use.lineno, use.col_offset = node.lineno, node.col_offset
             use.end_lineno, use.end_col_offset = node.end_lineno, node.end_col_offset
             use.fn, use.index = ref.fn, ref.index
             return self.by_name(node.id, use)
         if node.id in scope.values:
             shape = scope.values[node.id]
             if len(shape) == 1 and shape[0].kind is not Kind.TEXT and not shape[0].flaws:
-                return (shape[0]._replace(node=node),)  # report at the use, named by its origin
+                return (moved(shape[0], node),)  # report at the use, named by its origin
             return shape
         if node.id in scope.lists:
             lst = scope.lists[node.id]
@@ -306,7 +307,7 @@ class Evaluator:
         if node.id in self.module.constants:
             return self.module.constants[node.id]
         if node.id in self.module.imported_constants:  # reported at this use, not in the other file
-            return tuple(p._replace(node=node) for p in self.module.imported_constants[node.id])
+            return tuple(moved(p, node) for p in self.module.imported_constants[node.id])
         return self.by_name(node.id, node)
 
     def binop(self, node: ast.BinOp, scope: Scope) -> Shape:

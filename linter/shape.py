@@ -68,20 +68,28 @@ class Part(NamedTuple):
 
 Shape = tuple[Part, ...]
 
+_TEXT, _BREAK, _UNKNOWN, _NEVER = Kind.TEXT, Kind.BREAK, Kind.UNKNOWN, Change.NEVER
+_new = tuple.__new__  # `Part(...)` without the Python-level `__new__` of a NamedTuple (hot: ~200k parts a lint)
+
 EMPTY: Shape = ()
 
 
 def text(chars: int, node: ast.AST | None = None, content: str = "") -> Shape:
     """A static part of `chars` characters (nothing for empty text); `content` when known."""
-    return (Part(Kind.TEXT, Change.NEVER, chars, node, content),) if chars else EMPTY
+    return (_new(Part, (_TEXT, _NEVER, chars, node, content, ())),) if chars else EMPTY
 
 
 def value(kind: Kind, change: Change, node: ast.AST | None, label: str) -> Shape:
-    return (Part(kind, change, 0, node, label),)
+    return (_new(Part, (kind, change, 0, node, label, ())),)
 
 
 def unknown(node: ast.AST | None, label: str = "value") -> Shape:
-    return (Part(Kind.UNKNOWN, Change.NEVER, 0, node, label),)
+    return (_new(Part, (_UNKNOWN, _NEVER, 0, node, label, ())),)
+
+
+def moved(part: Part, node: ast.AST | None) -> Part:
+    """`part` reported at `node` (`part._replace(node=node)`, without its Python-level overhead)."""
+    return _new(Part, (part.kind, part.change, part.chars, node, part.label, part.flaws))
 
 
 def flaws_of(shape: Shape) -> tuple[Flaw, ...]:
@@ -100,15 +108,25 @@ def flaws_of(shape: Shape) -> tuple[Flaw, ...]:
 def derive(shape: Shape, node: ast.AST | None, label: str | None = None, extra_flaws: tuple[Flaw, ...] = ()) -> Shape:
     """One opaque value computed from `shape` (a call, a conversion): it is as dynamic as the
     most dynamic thing it was computed from and keeps every flaw. Static input stays static."""
-    flaws = flaws_of(shape) + extra_flaws
-    dynamic = [p for p in shape if p.kind is not Kind.TEXT and p.kind is not Kind.BREAK]
-    if not dynamic:
+    top = None
+    many = flawed = False
+    for p in shape:  # one pass: the first non-text part, whether there are more, whether any flaw
+        if p.flaws:
+            flawed = True
+        if p.kind is not _TEXT and p.kind is not _BREAK:
+            if top is None:
+                top = p
+            else:
+                many = True
+    flaws = flaws_of(shape) + extra_flaws if flawed else extra_flaws
+    if top is None:
         chars = sum(p.chars for p in shape)
         if flaws:
-            return (Part(Kind.TEXT, Change.NEVER, chars, node, label or "text", flaws),)
+            return (_new(Part, (_TEXT, _NEVER, chars, node, label or "text", flaws)),)
         return text(chars, node)
-    top = dynamic[0] if len(dynamic) == 1 else max(dynamic, key=_rank)
-    return (Part(top.kind, top.change, 0, node if node is not None else top.node, label or top.label, flaws),)
+    if many:
+        top = max((p for p in shape if p.kind is not _TEXT and p.kind is not _BREAK), key=_rank)
+    return (_new(Part, (top.kind, top.change, 0, node if node is not None else top.node, label or top.label, flaws)),)
 
 
 def _rank(p: Part) -> tuple[bool, Change, bool]:
@@ -127,7 +145,10 @@ def without_flaws(shape: Shape, codes: frozenset[str]) -> Shape:
 
 def with_change(shape: Shape, change: Change) -> Shape:
     """`shape` with every non-static part lowered to at most `change` (module-level values)."""
-    return tuple(p._replace(change=min(p.change, change)) if p.kind is not Kind.TEXT else p for p in shape)
+    return tuple(
+        p if p.kind is _TEXT or p.change <= change else _new(Part, (p.kind, change, p.chars, p.node, p.label, p.flaws))
+        for p in shape
+    )
 
 
 def is_shared_doc(part: Part) -> bool:
