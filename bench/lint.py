@@ -4,6 +4,11 @@
     python -m radixgate.bench.lint --lines 200000
     python -m radixgate.bench.lint --paths src/    # your own code
     python -m radixgate.bench.lint --no-default-excludes --paths .venv/lib/python3.11/site-packages/transformers
+    python -m radixgate.bench.lint --against pyflakes   # beside pyflakes, alternating, same files
+
+`--against pyflakes` also runs pyflakes (the common pure-Python linter: parse, then one pass over the tree)
+over the same files, alternating with promptlint run for run, and prints the ratio: a figure for this
+machine that does not depend on how fast its CPU is.
 
 The generated corpus is LLM-application code: every module builds prompts (OpenAI, Anthropic,
 LangChain templates, RAG over files, few-shot lists, tools serialized to JSON), half of them in
@@ -13,6 +18,7 @@ cache-hostile ways, between ordinary helper code. Every file is parsed and analy
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import tempfile
 import time
@@ -144,6 +150,29 @@ def bench(paths: list[str], repeat: int = 1, default_excludes: bool = True) -> t
     return len(files), lines, findings, best_cpu, best_wall
 
 
+def pyflakes_seconds(paths: list[str], default_excludes: bool = True) -> tuple[int, float]:
+    """pyflakes over the files `promptlint` would lint (parse and check each): (messages, CPU seconds)."""
+    import ast
+
+    from pyflakes.checker import Checker
+
+    files = list(iter_files(paths, Settings(default_excludes=default_excludes), force_exclude=False))
+    gc.disable()  # as `lint_paths` does for promptlint, so that neither pays for the collector
+    try:
+        start = time.process_time()
+        messages = 0
+        for path in files:
+            source = path.read_text(encoding="utf-8")
+            try:
+                tree = ast.parse(source, str(path))
+            except SyntaxError:
+                continue
+            messages += len(Checker(tree, filename=str(path)).messages)
+        return messages, time.process_time() - start
+    finally:
+        gc.enable()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m radixgate.bench.lint", description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=100_000, help="size of the generated corpus")
@@ -152,7 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-default-excludes", action="store_true", help="also lint venvs, site-packages and vendored packages"
     )
+    parser.add_argument(
+        "--against", choices=("pyflakes",), help="also time pyflakes on the same files, alternating; print the ratio"
+    )
     args = parser.parse_args(argv)
+    if args.against:
+        try:
+            import pyflakes  # noqa: F401
+        except ImportError:
+            print("error: --against pyflakes needs pyflakes (pip install pyflakes)", file=sys.stderr)
+            return 2
     tune_gc()
     with tempfile.TemporaryDirectory(prefix="promptlint_bench_") as tmp:
         if args.paths:
@@ -160,12 +198,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             generate(Path(tmp), args.lines)
             paths = [tmp]
-        files, lines, findings, cpu, wall = bench(paths, args.repeat, not args.no_default_excludes)
+        excludes = not args.no_default_excludes
+        reference = cpu = wall = float("inf")
+        for _ in range(args.repeat if args.against else 1):  # alternate, so both see the same machine
+            files, lines, findings, run_cpu, run_wall = bench(paths, 1 if args.against else args.repeat, excludes)
+            cpu, wall = min(cpu, run_cpu), min(wall, run_wall)
+            if args.against:
+                reference = min(reference, pyflakes_seconds(paths, excludes)[1])
     print(
         f"{files} files, {lines:,} lines, {findings:,} findings; best of {args.repeat}: "
         f"{cpu:.2f} s CPU, {wall:.2f} s wall, one core"
     )
     print(f"{lines / cpu:,.0f} lines/s (CPU time), {lines / wall:,.0f} lines/s (wall time)")
+    if args.against:
+        print(
+            f"pyflakes on the same files: {lines / reference:,.0f} lines/s (CPU time, best of {args.repeat}); "
+            f"promptlint / pyflakes speed: {reference / cpu:.2f}"
+        )
     return 0
 
 

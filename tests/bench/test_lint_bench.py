@@ -18,7 +18,9 @@ def test_generated_corpus_is_prompt_code_with_findings(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_bench_command_prints_lines_per_second(capsys):
-    assert bench.main(["--lines", "2000", "--repeat", "1"]) == 0
+def test_bench_command_prints_lines_per_second_beside_pyflakes(capsys):
+    assert bench.main(["--lines", "2000", "--repeat", "1", "--against", "pyflakes"]) == 0
     out = capsys.readouterr().out
     assert "lines/s (CPU time)" in out and "lines/s (wall time)" in out
+    ratio = float(out.split("promptlint / pyflakes speed: ")[1].split()[0])
+    assert ratio > 0
