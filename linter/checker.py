@@ -65,6 +65,8 @@ _HOT_WORDS = _TRIGGER_WORDS + (
     "from_",
     "message",
 )
+#: The words `_hot_prefix` searches for: a word that contains another (`messages`, `message`) finds no new line.
+_SCAN_WORDS = tuple(w for w in _HOT_WORDS if not any(o != w and o in w for o in _HOT_WORDS))
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
 _ORDER_FAMILY = frozenset(
     {DynamicBeforeStatic.code, DynamicInSystemPrompt.code, TurnBeforeDocuments.code, DynamicBeforeCacheBreakpoint.code}
@@ -201,7 +203,7 @@ def _hot_prefix(low: str, num_lines: int, extra: tuple[str, ...] = ()) -> list[i
         at = find("\n", at + 1)
     starts.append(len(low) + 1)
     marked = bytearray(max(num_lines, len(starts)) + 1)
-    for word in _HOT_WORDS + extra:
+    for word in _SCAN_WORDS + extra:
         at = find(word)
         while at >= 0:
             line = bisect.bisect_right(starts, at)

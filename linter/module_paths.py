@@ -17,10 +17,11 @@ def project_root(path: Path) -> Path:
     return start
 
 
-def module_name(path: Path, root: Path, resolved: Path | None = None) -> str:
-    """`path`'s dotted name under `root` (`resolved`: `path.resolve()`, when already known)."""
+def module_name(path: Path, root: Path, resolved: Path | None = None, root_resolved: Path | None = None) -> str:
+    """`path`'s dotted name under `root` (`resolved`, `root_resolved`: `path.resolve()` and
+    `root.resolve()`, when already known)."""
     try:
-        rel = (resolved or path.resolve()).relative_to(root.resolve())
+        rel = (resolved or path.resolve()).relative_to(root_resolved or root.resolve())
     except ValueError:
         return path.stem
     parts = list(rel.with_suffix("").parts)

@@ -65,16 +65,15 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
     reported: set[tuple[str, str]] = set()  # one finding per value and rule in a prompt
     broken = False  # a value that changes every request came first (in a low-confidence site: skip flaws)
     for index, (part, seg, role) in enumerate(flat):
-        rest = flat[index + 1 :]
         if (part.is_dynamic or _per_query_doc(part)) and (
             site.confidence == "high" or part.change >= Change.PER_SESSION
         ):
-            finding = _dynamic(part, seg, role, rest, min_lost_tokens, site.confidence)
+            finding = _dynamic(part, seg, role, flat[index + 1 :], min_lost_tokens, site.confidence)
             if finding is not None and (finding.code, part.label) not in reported:
                 reported.add((finding.code, part.label))
                 findings.append(finding)
         for flaw in part.flaws:
-            in_prefix = role in ("tools", "system") or _cacheable_after(rest, min_lost_tokens)
+            in_prefix = role in ("tools", "system") or _cacheable_after(flat[index + 1 :], min_lost_tokens)
             if (flaw.always or in_prefix) and not (broken and site.confidence != "high"):
                 findings.append(Finding(flaw.code, flaw.node, {"label": flaw.label}, None))
         # In a template read on its own (low confidence) any input before a flaw already ends the prefix.

@@ -66,6 +66,7 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
     queue = [(path, 0) for path in explicit]
     seen: set[Path] = set()
     order = list(report)
+    root_resolved: dict[Path, Path] = {}
     while queue:  # modules imported by explicit files, for summaries
         path, depth = queue.pop()
         root = roots[path.resolve()]
@@ -93,8 +94,11 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
         if reported:
             lines += source.count("\n") + 1
         root = roots.get(resolved, path.parent)
+        if root not in root_resolved:  # one `resolve()` per root folder, not one per file
+            root_resolved[root] = root.resolve()
+        name = module_name(path, root, resolved, root_resolved[root])
         try:
-            parsed = parse(source, path.as_posix(), module_name(path, root, resolved))
+            parsed = parse(source, path.as_posix(), name)
         except ParseFailure as exc:
             if reported:
                 failures.append(str(exc))
@@ -104,7 +108,7 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
         if parsed is not None:
             project.add(path, parsed, reported)
         else:
-            project.defer(path, source, module_name(path, root, resolved), reported)
+            project.defer(path, source, name, reported)
     try:
         project.run()
     except RecursionError:  # a limit of the analysis on some deeply nested file

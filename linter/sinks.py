@@ -98,7 +98,7 @@ kw = _kw
 
 
 def _ends(text: str, suffixes: tuple[str, ...]) -> bool:
-    return any(text == s or text.endswith("." + s) for s in suffixes)
+    return text.endswith(suffixes) and any(text == s or text.endswith("." + s) for s in suffixes)
 
 
 def role_of(node: ast.expr) -> str | None:

@@ -359,6 +359,8 @@ def calls_in(root: ast.expr) -> list[ast.Call]:
 
 _VALUE_STATEMENTS = (ast.Expr, ast.Return, ast.Assign, ast.AugAssign, ast.AnnAssign)
 _NO_EXPRESSIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)
+#: Statements whose fields hold no expression at all (imports hold `alias` nodes, `global` names).
+_LEAF_STATEMENTS = frozenset({ast.Import, ast.ImportFrom, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal})
 
 
 def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
@@ -367,7 +369,7 @@ def own_expressions(stmt: ast.stmt) -> list[ast.expr]:
     if cls in _VALUE_STATEMENTS:
         value = stmt.value  # type: ignore[attr-defined]
         return [value] if value is not None else []  # targets hold no calls to scan
-    if isinstance(stmt, _NO_EXPRESSIONS):
+    if cls in _LEAF_STATEMENTS or isinstance(stmt, _NO_EXPRESSIONS):
         return []
     if isinstance(stmt, (ast.For, ast.AsyncFor)):
         return [stmt.iter]
