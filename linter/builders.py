@@ -40,8 +40,8 @@ def root_call(node: ast.expr) -> ast.expr:
 
 def is_radixgate_prompt(ev: Evaluator, node: ast.expr, scope: Scope) -> bool:
     """Whether `node` builds or uses a radixgate `Prompt` (a safe sink)."""
-    if not isinstance(node, ast.Call):
-        return False
+    if not isinstance(node, ast.Call) or not (ev.module.may_use_radixgate or scope.prompts):
+        return False  # (`module.prompt_names` holds only names of radixgate's builders)
     func = node.func
     while isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
         func = func.value.func

@@ -103,7 +103,9 @@ def parse(source: str, filename: str, name: str = "", force: bool = False) -> Pa
         where = f"{filename}:{exc.lineno}:{exc.offset}"
         raise ParseFailure(f"{where}: cannot parse: {exc.msg}") from None
     lines = source.splitlines()
-    return Parsed(tree, lines, collect_module(tree, lines, _hot_prefix(low, len(lines)), name), source)
+    module = collect_module(tree, lines, _hot_prefix(low, len(lines)), name)
+    module.may_use_radixgate = "radixgate" in source or any(q.startswith("radixgate") for q in module.imports.values())
+    return Parsed(tree, lines, module, source)
 
 
 def check(source: str, filename: str, settings: Settings) -> tuple[list[Violation], ast.Module | None]:

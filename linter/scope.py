@@ -41,6 +41,7 @@ class Module:
 
     lines: list[str]
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
+    may_use_radixgate: bool = True  # False: no name here can reach radixgate (`builders` skips its checks)
     constants: dict[str, Shape] = field(default_factory=dict)
     literals: dict[str, str] = field(default_factory=dict)  # name -> literal string value
     literal_nodes: dict[str, ast.expr] = field(default_factory=dict)
