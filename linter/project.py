@@ -186,16 +186,18 @@ class Project:
     def mark_wrapper_calls(self) -> None:
         """Lines calling a possible wrapper (a function with parameters that may hold a sink) are
         worth reading even without a prompt word on them."""
-        candidates = {
-            key[2].lower() + "("
-            for key, fn in self.functions.items()
-            if _has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno)
-        }
-        if not candidates or len(candidates) > _MAX_CANDIDATES:
+        candidates: set[str] = set()
+        for key, fn in self.functions.items():
+            if _has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno):
+                candidates.add(key[2].lower() + "(")
+                if len(candidates) > _MAX_CANDIDATES:
+                    return  # too many to search for (a large project): no need to list the rest
+        if not candidates:
             return
         words = tuple(sorted(candidates))
         for path, source, name in self.quiet:
-            if any(w in source.lower() for w in words) and name in self.lazy:
+            low = source.lower()
+            if any(w in low for w in words) and name in self.lazy:
                 del self.lazy[name]
                 try:
                     parsed = parse(source, path.as_posix(), name, force=True)
