@@ -13,22 +13,10 @@ from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from .scope import Scope, constant_index, is_text_building
 from .shape import EMPTY, Change, Flaw, Shape, flaws_of, with_change, without_flaws
 
+#: Methods whose keyword arguments fill a template's placeholders.
 _FILL_METHODS = frozenset(
-    {
-        "partial",
-        "format",
-        "format_map",
-        "format_messages",
-        "format_prompt",
-        "invoke",
-        "ainvoke",
-        "run",
-        "arun",
-        "stream",
-        "astream",
-        "predict",
-        "apredict",
-    }
+    ("partial", "format", "format_map", "format_messages", "format_prompt", "invoke", "ainvoke", "run", "arun")
+    + ("stream", "astream", "predict", "apredict")
 )
 _LOW_CONFIDENCE_WORDS = frozenset({"prompt", "system", "template", "instructions", "preamble"})
 _TEMPLATE_NAME_WORDS = _LOW_CONFIDENCE_WORDS | {"instruction"}
@@ -340,11 +328,18 @@ def calls_in(root: ast.expr) -> list[ast.Call]:
     fields_of = _FIELDS.get
     while stack:
         node = pop()
+        cls = node.__class__
+        if cls is ast.Call:  # the commonest classes spelled out, their fields in `_fields` order
+            calls.append(node)
+            push(node.func)
+            extend(node.args)
+            extend(node.keywords)
+            continue
+        if cls is ast.Attribute or cls is ast.keyword:
+            push(node.value)
+            continue
         if node is None:
             continue
-        cls = node.__class__
-        if cls is ast.Call:
-            calls.append(node)
         fields = fields_of(cls)
         if fields is None:
             fields = _FIELDS[cls] = tuple(f for f in getattr(cls, "_fields", ()) if f not in _SCALAR_FIELDS)
