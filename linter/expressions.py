@@ -77,6 +77,8 @@ class Evaluator:
         imported = self.module.imported_literals
         if imported and isinstance(node, ast.Attribute) and (held := imported.get(dotted(node) or "")):
             return held, node  # `prompts.QA`, QA a template of the project's module `prompts`
+        if isinstance(node, ast.IfExp):  # `EN if lang == "en" else ZH`: variants of one prompt, read the first
+            return self.literal(node.body, scope) or self.literal(node.orelse, scope)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # `header + template`
             left, right = self.literal(node.left, scope), self.literal(node.right, scope)
             if left is not None and right is not None:

@@ -116,7 +116,7 @@ class Walker:
             return
         name = target.id
         # `template = header + template` reads the old value: evaluate before forgetting it.
-        found_literal = self.ev.literal(value, scope) if isinstance(value, (ast.BinOp, ast.Name)) else None
+        found_literal = self.ev.literal(value, scope) if isinstance(value, (ast.BinOp, ast.Name, ast.IfExp)) else None
         for table in (scope.lists, scope.literals, scope.exprs):
             table.pop(name, None)
         if not scope.depth:

@@ -1,0 +1,45 @@
+"""Constructs behind the development half of the real-world evaluation's second batch (session 6):
+one minimal snippet each, written for these tests, with a near variant that must stay clean."""
+
+from __future__ import annotations
+
+import textwrap
+
+from promptlint_assert import LONG, assert_lints
+
+CHAT = textwrap.dedent(
+    """
+    from langchain_core.prompts import ChatPromptTemplate, HumanMessagePromptTemplate, MessagesPlaceholder
+    from langchain_core.prompts import SystemMessagePromptTemplate
+
+    from app.config import CFG
+
+    TEMPLATE_EN = \"\"\"LONG
+    EN_TAIL\"\"\"
+    TEMPLATE_DE = \"\"\"LONG
+    DE_TAIL\"\"\"
+    TEMPLATE = TEMPLATE_EN if CFG.LANGUAGE == "en" else TEMPLATE_DE
+
+    prompt = ChatPromptTemplate.from_messages(
+        [
+            SystemMessagePromptTemplate.from_template(TEMPLATE),
+            MessagesPlaceholder(variable_name="chat_history"),
+            HumanMessagePromptTemplate.from_template("HUMAN"),
+        ]
+    )
+    """
+)
+
+
+def _chat(en_tail: str, de_tail: str, human: str) -> str:
+    return CHAT.replace("LONG", LONG).replace("EN_TAIL", en_tail).replace("DE_TAIL", de_tail).replace("HUMAN", human)
+
+
+def test_a_template_chosen_between_language_variants_by_a_conditional():
+    # the retrieved context and the question in the system message, before the conversation history
+    assert_lints(
+        _chat("known information: {context} question: {question}", "Wissen: {context} Frage: {question}", "{question}"),
+        "KV101",
+    )
+    # the same variants holding only instructions: the history, then the context and question, come after
+    assert_lints(_chat("Be concise.", "Sei knapp.", "known information: {context} question: {question}"))
