@@ -143,6 +143,14 @@ def without_flaws(shape: Shape, codes: frozenset[str]) -> Shape:
     return tuple(p._replace(flaws=tuple(f for f in p.flaws if f.code not in codes)) for p in shape)
 
 
+def gathered(shape: Shape, loop_flaws: tuple[Flaw, ...]) -> Shape:
+    """`shape` added to a value once per loop round: it carries the order of the loop's items."""
+    if not loop_flaws or not shape:
+        return shape
+    last = shape[-1]
+    return (*shape[:-1], last._replace(flaws=last.flaws + loop_flaws))
+
+
 def with_change(shape: Shape, change: Change) -> Shape:
     """`shape` with every non-static part lowered to at most `change` (module-level values)."""
     return tuple(

@@ -11,7 +11,7 @@ from . import builders, names, sinks
 from .expressions import Evaluator
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from .scope import Scope, constant_index, is_text_building
-from .shape import EMPTY, Change, Flaw, Shape, flaws_of, with_change, without_flaws
+from .shape import EMPTY, Change, Flaw, Shape, flaws_of, gathered, with_change, without_flaws
 
 #: Methods whose keyword arguments fill a template's placeholders.
 _FILL_METHODS = frozenset(
@@ -70,9 +70,12 @@ class Walker:
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
             flaws = loop_flaws + flaws_of(item)
+            # One item is the same whatever the order it comes in: the order reaches a prompt only
+            # through what the loop gathers (`text += item`, `parts.append(item)`).
+            one = without_flaws(item, _ORDER) if flaws else item
             for bound in ast.walk(stmt.target):
                 if isinstance(bound, ast.Name):
-                    scope.values[bound.id] = item
+                    scope.values[bound.id] = one
             was, scope.in_loop = scope.in_loop, True
             scope.depth += 1
             self.body(stmt.body, scope, flaws)
@@ -152,6 +155,8 @@ class Walker:
             if scope.is_module:
                 self.ev.module.exprs[name] = value
         shape = self.ev.shape(value, scope, hint=name)
+        if loop_flaws and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)):
+            shape = gathered(shape, loop_flaws)  # `text = text + item`: gathered in loop order
         if scope.depth and not any(p.is_dynamic for p in shape) and name in self.merged:
             # A branch that rebinds a dynamic name to something unknown does not make it static.
             previous = self.merged[name]
@@ -194,7 +199,7 @@ class Walker:
         old = self.ev.shape(ast.Name(id=name), scope)
         held = self.ev.literal(ast.Name(id=name), scope)
         added = self.ev.literal(value, scope) if held is not None else None
-        scope.values[name] = old + self.ev.shape(value, scope)
+        scope.values[name] = old + gathered(self.ev.shape(value, scope), loop_flaws)
         scope.literals.pop(name, None)
         if held is not None and added is not None:  # `template += FORMAT`: still a literal template
             scope.literals[name], scope.literal_nodes[name] = held[0] + added[0], held[1]

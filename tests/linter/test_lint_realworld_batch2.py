@@ -43,3 +43,34 @@ def test_a_template_chosen_between_language_variants_by_a_conditional():
     )
     # the same variants holding only instructions: the history, then the context and question, come after
     assert_lints(_chat("Be concise.", "Sei knapp.", "known information: {context} question: {question}"))
+
+
+HEAD = """
+    import glob
+    import random
+    from openai import OpenAI
+
+    def grade_all(client: OpenAI, folder):
+        files = glob.glob(folder + "/*.json")
+        random.shuffle(files)
+"""
+
+
+def test_items_of_an_unordered_listing_sent_one_per_prompt_are_not_reordered_content():
+    one_each = f"""
+        for path in files:
+            sample = open(path).read()
+            content = f"Sample: {{sample}}. {LONG}"
+            client.chat.completions.create(model="m", messages=[{{"role": "user", "content": content}}])
+    """
+    assert_lints(HEAD + one_each)
+    for add in ("samples += open(path).read()", "samples = samples + open(path).read()"):
+        gathered = f"""
+        samples = ""
+        for path in files:
+            {add}
+        content = f"Samples: {{samples}}. {LONG}"
+        client.chat.completions.create(model="m", messages=[{{"role": "user", "content": content}}])
+    """
+        # every listed file in one prompt: listing order and shuffle both reorder the prompt
+        assert_lints(HEAD + gathered, "KV203", "KV204")
