@@ -150,7 +150,8 @@ class Evaluator:
         docs = [p for s in shapes for p in s if p.kind is Kind.DOC]
         if docs:
             return value(Kind.DOC, max(p.change for p in docs), node, key)
-        if key in self.module.partial_names or key in names.DEPLOYMENT_SLOTS:  # bound once with a fixed value
+        if key in self.module.partial_names or key in names.DEPLOYMENT_SLOTS or names.is_setup_slot(key):
+            # bound once with a fixed value, or a slot set up once (a constant, the tools, the language)
             return unknown(node, key)
         named = self.by_name(key, node)
         project = self.module.project

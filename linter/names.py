@@ -277,6 +277,40 @@ DEPLOYMENT_SLOTS = frozenset(
 )
 
 
+_TOOL_HEADS = frozenset({"tool", "tools"})
+_CATALOGUE_TAILS = frozenset(
+    {
+        "list",
+        "lists",
+        "dic",
+        "dict",
+        "descriptions",
+        "descs",
+        "names",
+        "specs",
+        "catalog",
+        "catalogue",
+        "docs",
+        "schemas",
+    }
+)
+_SETTING_WORDS = frozenset({"language", "lang", "locale"})
+
+
+@functools.lru_cache(maxsize=4096)
+def is_setup_slot(identifier: str) -> bool:
+    """A template slot whose name says nothing per request and that is set up once unless the code
+    is seen filling it per request: a capitalised name (`TASK_LIST`: a constant by Python's
+    convention), a tool catalogue (`tool_list`, `Tool_dic`), the answer's language, a count setting."""
+    if classify_name(identifier) is not None:
+        return False
+    ws = words(identifier)
+    if not ws:
+        return False
+    catalogue = ws[0] in _TOOL_HEADS and ws[-1] in _CATALOGUE_TAILS
+    return identifier.isupper() or catalogue or ws[-1] in _SETTING_WORDS or is_count_setting(identifier)
+
+
 def is_configuration(value: ast.expr) -> bool:
     """A filling that reads configuration, not the request: a literal, a module constant
     (`FENCE`, `settings.FENCE`), or an instance's setting (`self.fence`, `self.prompts.reminder`)."""

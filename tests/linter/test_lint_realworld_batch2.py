@@ -74,3 +74,32 @@ def test_items_of_an_unordered_listing_sent_one_per_prompt_are_not_reordered_con
     """
         # every listed file in one prompt: listing order and shuffle both reorder the prompt
         assert_lints(HEAD + gathered, "KV203", "KV204")
+
+
+def _template(text: str) -> str:
+    return f"""
+        from langchain_core.prompts import PromptTemplate
+
+        prompt = PromptTemplate.from_template("{text}")
+        """
+
+
+def test_a_capitalised_slot_is_a_constant_unless_its_name_says_per_request():
+    assert_lints(
+        _template(f"Only these tasks are available: {{TASK_DESCRIPTIONS}}. {LONG} Instruction: {{instruction}}")
+    )
+    assert_lints(_template(f"Question: {{QUESTION}}. {LONG}"), "KV101")
+    assert_lints(
+        _template(f"Only these tasks are available: {{task_descriptions}}. {LONG} Instruction: {{x}}"), "KV101"
+    )
+
+
+def test_a_tool_catalogue_slot_is_set_up_once():
+    assert_lints(_template(f"Tool list: {{Tool_dic}}. {LONG} Question: {{question}}"))
+    assert_lints(_template(f"API documentation: {{api_dic}}. {LONG} Question: {{question}}"), "KV101")
+
+
+def test_a_language_or_count_slot_is_a_setting():
+    assert_lints(_template(f"Answer in the {{language}} language. {LONG}"))
+    assert_lints(_template(f"List at most {{max_items}} items. {LONG}"))
+    assert_lints(_template(f"Answer in the {{language}} language. Objective: {{goal}}. {LONG}"), "KV101")
