@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from .names import is_count_setting
+from .names import is_setup_slot
 from .rules import DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt, TurnBeforeDocuments
 from .shape import Change, Kind, Part, is_shared_doc
 from .sinks import Site
@@ -143,8 +143,8 @@ def longest_static_run(parts: list[Part], threshold: int) -> int:
             run_tokens += _part_tokens(p)
             if run_tokens > best_tokens:
                 best, best_tokens = list(run), run_tokens
-        elif p.kind is Kind.UNKNOWN and is_count_setting(p.label):
-            run_tokens += 1  # "at most {max_items} items": one block of instructions, not two
+        elif p.kind is Kind.UNKNOWN and is_setup_slot(p.label):
+            run_tokens += 1  # "at most {max_items} items", "in {language}": one block of instructions, not two
         elif p.kind is not Kind.BREAK:
             run, run_tokens = [], 0
     if threshold // 2 <= best_tokens < threshold * 2 and all(len(p.label) == p.chars for p in best):

@@ -54,8 +54,8 @@ class DynamicBeforeStatic(Rule):
     prompt, or a value that changes on every
     request placed before the conversation history. Only when the static text pushed out of the
     prefix is worth caching: at least `min-lost-tokens` cl100k tokens (default 64, about a
-    paragraph; a label such as "Answer:" is not; a count such as `{max_items}` inside a paragraph
-    does not split it). Severity is one step lower when fewer than four
+    paragraph; a label such as "Answer:" is not; a count such as `{max_items}` or a setting such as
+    `{language}` inside a paragraph does not split it). Severity is one step lower when fewer than four
     times that many tokens are lost. The prompt is followed across functions, classes and modules
     of the files linted, and through the project's own wrappers around a client.
 

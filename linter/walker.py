@@ -70,8 +70,7 @@ class Walker:
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
             flaws = loop_flaws + flaws_of(item)
-            # One item is the same whatever the order it comes in: the order reaches a prompt only
-            # through what the loop gathers (`text += item`, `parts.append(item)`).
+            # an item is the same in any order; the order counts in what the loop gathers (`text += item`)
             one = without_flaws(item, _ORDER) if flaws else item
             for bound in ast.walk(stmt.target):
                 if isinstance(bound, ast.Name):
@@ -145,6 +144,9 @@ class Walker:
                 self.ev.module.template_constants.append((name, holder))
         elif found_literal is not None:
             scope.literals[name], scope.literal_nodes[name] = found_literal
+            if scope.is_module and isinstance(value, ast.BinOp) and is_template_text(name, found_literal[0]):
+                joined = ast.copy_location(ast.Constant(value=found_literal[0]), value)  # `P = COMMON + "...{x}"`
+                self.ev.module.template_constants.append((name, joined))
         lst = self.ev.new_list(value, scope)
         if lst is not None and not scope.is_module:
             lst.flaws += loop_flaws

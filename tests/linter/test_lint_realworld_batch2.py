@@ -7,6 +7,8 @@ import textwrap
 
 from promptlint_assert import LONG, assert_lints
 
+from radixgate.linter.ordering import estimate_tokens
+
 CHAT = textwrap.dedent(
     """
     from langchain_core.prompts import ChatPromptTemplate, HumanMessagePromptTemplate, MessagesPlaceholder
@@ -103,3 +105,32 @@ def test_a_language_or_count_slot_is_a_setting():
     assert_lints(_template(f"Answer in the {{language}} language. {LONG}"))
     assert_lints(_template(f"List at most {{max_items}} items. {LONG}"))
     assert_lints(_template(f"Answer in the {{language}} language. Objective: {{goal}}. {LONG}"), "KV101")
+
+
+# Two halves of one block of instructions, each under 64 tokens, together over it.
+RULES_HEAD = (
+    "Extract the payee, the city, the total cost and the invoice date from the text above. The total "
+    "cost is the price including tax, written without a currency sign, and the city is the city of the"
+)
+RULES_TAIL = (
+    "recipient, never the sender. Return one JSON object with exactly these four keys and nothing "
+    "else: no code fences, no explanations, and an empty string for any value that cannot be found."
+)
+
+
+def _ocr(body: str) -> str:
+    return f'''
+        COMMON_PROMPT = "Here are the OCR results of one invoice."
+
+        EXTRACT_PROMPT = COMMON_PROMPT + """
+        {body}"""
+        '''
+
+
+def test_a_prompt_constant_joined_from_pieces_is_a_template_and_a_language_slot_does_not_split_it():
+    assert estimate_tokens(RULES_HEAD) < 64 and estimate_tokens(RULES_TAIL) < 64
+    rules = f"{RULES_HEAD} answer in {{language}}, {RULES_TAIL}"
+    assert_lints(_ocr("OCR data: {ocr_result} " + rules), "KV101")  # the per-invoice text before the rules
+    # split by a value that is not a setting: two short blocks
+    assert_lints(_ocr("OCR data: {ocr_result} " + rules.replace("{language}", "{tone}")))
+    assert_lints(_ocr(rules + " OCR data: {ocr_result}"))  # the invoice last: clean
