@@ -19,6 +19,7 @@ from . import sinks
 from .expressions import Evaluator
 from .facts import collect_module
 from .ordering import Finding, check_site
+from .placeholders import double_brace_template
 from .rules import (
     RULES,
     DynamicBeforeCacheBreakpoint,
@@ -160,7 +161,8 @@ def template_constant_sites(module: Module, on_site: Callable[[Site], None]) -> 
     ev.defining = True
     for _name, node in module.template_constants:
         ev.template_text = str(node.value)
-        on_site(Site(node, [sinks.Segment(None, ev.fill(str(node.value), node, [], {}))], "low", None))
+        template = double_brace_template(ev.template_text) or ev.template_text  # `{{task}}` filled by `.replace`
+        on_site(Site(node, [sinks.Segment(None, ev.fill(template, node, [], {}))], "low", None))
 
 
 def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: tuple[str, str | None, str]) -> dict[str, ParamRef]:

@@ -31,6 +31,20 @@ def as_format_string(text: str, style: str) -> str:
     return "".join(out)
 
 
+_DOUBLE_BRACE = re.compile(r"\{\{[A-Za-z_][A-Za-z0-9_]*\}\}")
+
+
+def double_brace_template(text: str) -> str | None:
+    """A template whose slots are `{{name}}`, filled by `.replace` (not `str.format`: the text has no
+    `{field}`; not Jinja: no `{%`), as a `str.format` one with the same slots; else None."""
+    if "{{" not in text or "{%" in text or _DOUBLE_BRACE.search(text) is None:
+        return None
+    pieces = placeholders(text)
+    if pieces is not None and any(fld is not None for _lit, fld in pieces):
+        return None
+    return as_format_string(text, "jinja")
+
+
 def placeholders(template: str) -> list[tuple[str, str | None]] | None:
     """`"Hi {name}!"` -> [("Hi ", "name"), ("!", None)]; None when it is not a format string."""
     try:

@@ -7,7 +7,7 @@ import ast
 import re
 from collections.abc import Callable
 
-from . import builders, names, sinks
+from . import builders, names, placeholders, sinks
 from .expressions import Evaluator
 from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from .scope import Scope, constant_index, is_text_building
@@ -389,7 +389,7 @@ def is_template_text(name: str, text: str) -> bool:
     filled elsewhere (checked once every module's fillings are known)."""
     words = names.words(name)
     named = bool(set(words) & _TEMPLATE_NAME_WORDS) or bool(words and words[-1] in _TEMPLATE_NAME_ENDS)
-    return named and "{" in text and bool(_PLACEHOLDER.search(text))
+    return named and "{" in text and (bool(_PLACEHOLDER.search(text)) or bool(placeholders.double_brace_template(text)))
 
 
 def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: str | None = None) -> Shape:

@@ -134,3 +134,22 @@ def test_a_prompt_constant_joined_from_pieces_is_a_template_and_a_language_slot_
     # split by a value that is not a setting: two short blocks
     assert_lints(_ocr("OCR data: {ocr_result} " + rules.replace("{language}", "{tone}")))
     assert_lints(_ocr(rules + " OCR data: {ocr_result}"))  # the invoice last: clean
+
+
+def test_double_brace_slots_of_a_template_filled_by_replace():
+    source = """
+        SYSTEM_PROMPT = \"\"\"You write prompts for agents. The agent is assigned this task:
+        {{task}}
+        LONG
+        The plan tree has a depth of at most {{max_plan_depth}}.\"\"\"
+
+        def fill(prompt, values):
+            for key, value in values.items():
+                prompt = prompt.replace("{{" + key + "}}", str(value))
+            return prompt
+        """.replace("LONG", LONG)
+    assert_lints(source, "KV101")  # the per-request task before the fixed instructions
+    # the task last, after the instructions: clean
+    assert_lints(source.replace("{{task}}", "").replace("depth of at most", "task {{task}}, depth at most"))
+    # a format string (it has a `{field}`): its doubled braces are literal braces, not slots
+    assert_lints(f'''SYSTEM_PROMPT = """Write {{{{task}}}} where the task goes. {LONG} Language: {{lang_code}}"""''')
