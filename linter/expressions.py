@@ -77,8 +77,6 @@ class Evaluator:
         imported = self.module.imported_literals
         if imported and isinstance(node, ast.Attribute) and (held := imported.get(dotted(node) or "")):
             return held, node  # `prompts.QA`, QA a template of the project's module `prompts`
-        if isinstance(node, ast.IfExp):  # `EN if lang == "en" else ZH`: variants of one prompt, read the first
-            return self.literal(node.body, scope) or self.literal(node.orelse, scope)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):  # `header + template`
             left, right = self.literal(node.left, scope), self.literal(node.right, scope)
             if left is not None and right is not None:
@@ -99,6 +97,8 @@ class Evaluator:
                 return self.literal(node.args[0], scope) if node.args else None
             if isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS:
                 return self.literal(node.func.value, scope)  # `"""...""".strip()`
+        if node.__class__ is ast.IfExp:  # `EN if lang == "en" else ZH`: variants of one prompt, read the first
+            return self.literal(node.body, scope) or self.literal(node.orelse, scope)
         return None
 
     def _entry_literal(self, table: ast.Dict, key: ast.expr, scope: Scope) -> tuple[str, ast.expr] | None:

@@ -69,9 +69,9 @@ class Walker:
                 self.on_site(sinks.Site(stmt.value, [sinks.Segment(None, shape)], "high", None))
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
-            flaws = loop_flaws + flaws_of(item)
-            # an item is the same in any order; the order counts in what the loop gathers (`text += item`)
-            one = without_flaws(item, _ORDER) if flaws else item
+            own = flaws_of(item)
+            flaws = loop_flaws + own
+            one = without_flaws(item, _ORDER) if own else item  # order counts only in what is gathered
             for bound in ast.walk(stmt.target):
                 if isinstance(bound, ast.Name):
                     scope.values[bound.id] = one
