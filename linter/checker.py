@@ -19,7 +19,7 @@ from . import sinks
 from .expressions import Evaluator
 from .facts import collect_module
 from .ordering import Finding, check_site
-from .placeholders import double_brace_template
+from .placeholders import double_brace_template, locate
 from .rules import (
     RULES,
     DynamicBeforeCacheBreakpoint,
@@ -183,7 +183,7 @@ def _ref(name: str, key: tuple[str, str | None, str], index: int | None) -> Para
 
 
 def violations_for(sites: list[Site], parsed: Parsed, filename: str, settings: Settings) -> list[Violation]:
-    violations = _dedupe(list(_violations(sites, filename, settings)))
+    violations = _dedupe(list(_violations(sites, filename, settings, parsed.module)))
     if violations and ("noqa" in parsed.source or "promptlint:" in parsed.source):
         violations = _suppress(violations, parsed.lines, _string_ends(parsed.tree))
     return violations
@@ -216,7 +216,7 @@ def _hot_prefix(low: str, num_lines: int, extra: tuple[str, ...] = ()) -> list[i
     return list(itertools.accumulate(marked))
 
 
-def _violations(sites: list[Site], filename: str, settings: Settings) -> Iterator[Violation]:
+def _violations(sites: list[Site], filename: str, settings: Settings, module: Module) -> Iterator[Violation]:
     ordered = sorted(sites, key=lambda s: s.confidence != "high")
     for site in ordered:
         span = (getattr(site.node, "lineno", 0), getattr(site.node, "end_lineno", 0) or 0)
@@ -225,11 +225,27 @@ def _violations(sites: list[Site], filename: str, settings: Settings) -> Iterato
                 continue  # the wrapper's own text: reported where the wrapper is
             if settings.is_enabled(finding.code):
                 yield _to_violation(finding, filename, span, site.via, settings.min_lost_tokens)
+                if module.variants and (twin := _in_variant(module, finding.node)) is not None:
+                    yield _to_violation(finding._replace(node=twin), filename, span, site.via, settings.min_lost_tokens)
         hosted = site.provider is not None and site.confidence == "high" and site.via is None
         if hosted and settings.is_enabled(ShortStaticPrefix.code):
             short = _short_prefix(site, settings.min_static_tokens)
             if short is not None:
                 yield _to_violation(short, filename, span)
+
+
+def _in_variant(module: Module, node: ast.AST | None) -> ast.AST | None:
+    """The same placeholder in the other variant of a template chosen by a conditional, when `node`
+    is a placeholder of the variant that was read (`EN if lang == "en" else ZH`: both are sent)."""
+    needle = getattr(node, "value", None)
+    row = getattr(node, "lineno", 0)
+    if not isinstance(needle, str) or not needle.startswith("{"):
+        return None
+    for first, other in module.variants.items():
+        if first.lineno <= row <= (first.end_lineno or first.lineno):
+            twin = locate(module, other, needle)
+            return twin if twin is not other else None
+    return None
 
 
 def _to_violation(

@@ -8,7 +8,7 @@ import re
 
 from . import names
 from .calls import SAME_SHAPE_METHODS, call_shape
-from .placeholders import at_placeholder, locate, placeholders
+from .placeholders import at_placeholder, locate, placeholders, same_slots
 from .rules import UnorderedIteration
 from .scope import ListValue, Module, ParamRef, Scope, dotted
 from .shape import EMPTY, Change, Flaw, Kind, Shape, derive, flaws_of, moved, text, unknown, value, with_flaw
@@ -98,7 +98,10 @@ class Evaluator:
             if isinstance(node.func, ast.Attribute) and node.func.attr in SAME_SHAPE_METHODS:
                 return self.literal(node.func.value, scope)  # `"""...""".strip()`
         if node.__class__ is ast.IfExp:  # `EN if lang == "en" else ZH`: variants of one prompt, read the first
-            return self.literal(node.body, scope) or self.literal(node.orelse, scope)
+            first, other = self.literal(node.body, scope), self.literal(node.orelse, scope)
+            if first and other and isinstance(other[1], ast.Constant) and same_slots(first[0], other[0]):
+                self.module.variants[first[1]] = other[1]  # what is found in the first is reported in both
+            return first or other
         return None
 
     def _entry_literal(self, table: ast.Dict, key: ast.expr, scope: Scope) -> tuple[str, ast.expr] | None:

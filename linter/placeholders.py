@@ -53,6 +53,13 @@ def placeholders(template: str) -> list[tuple[str, str | None]] | None:
         return None
 
 
+def same_slots(first: str, other: str) -> bool:
+    """Whether two templates fill the same placeholders in the same order (two variants of one prompt)."""
+    a, b = placeholders(first), placeholders(other)
+    slots = [fld for _lit, fld in a] if a is not None else None
+    return bool(slots) and b is not None and slots == [fld for _lit, fld in b] and any(slots)
+
+
 def locate(module: Module, holder: ast.expr, needle: str) -> ast.AST:
     """A node-like position of `needle` inside the source of the literal `holder` (the exact
     column of a `{placeholder}`), or `holder` itself when it cannot be found."""

@@ -38,11 +38,16 @@ def _chat(en_tail: str, de_tail: str, human: str) -> str:
 
 
 def test_a_template_chosen_between_language_variants_by_a_conditional():
-    # the retrieved context and the question in the system message, before the conversation history
-    assert_lints(
+    # the retrieved context and the question in the system message, before the conversation history:
+    # reported in each variant (the one read, and where the other has the same slot), as both are sent
+    found = assert_lints(
         _chat("known information: {context} question: {question}", "Wissen: {context} Frage: {question}", "{question}"),
         "KV101",
+        "KV101",
     )
+    assert sorted(v.row for v in found) == [8, 10]  # the EN tail and the DE tail
+    # variants with other slots are not one prompt in two languages: only the variant read is reported
+    assert_lints(_chat("known information: {context} question: {question}", "Wissen: {context}", "{question}"), "KV101")
     # the same variants holding only instructions: the history, then the context and question, come after
     assert_lints(_chat("Be concise.", "Sei knapp.", "known information: {context} question: {question}"))
 
