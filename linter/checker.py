@@ -18,7 +18,7 @@ from typing import NamedTuple
 from . import sinks
 from .expressions import Evaluator
 from .facts import collect_module
-from .ordering import Finding, check_site
+from .ordering import Finding, check_site, estimate_tokens
 from .placeholders import double_brace_template, locate
 from .rules import (
     RULES,
@@ -69,6 +69,7 @@ _HOT_WORDS = _TRIGGER_WORDS + (
 #: The words `_hot_prefix` searches for: a word that contains another (`messages`, `message`) finds no new line.
 _SCAN_WORDS = tuple(w for w in _HOT_WORDS if not any(o != w and o in w for o in _HOT_WORDS))
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
+_SLOT = re.compile(r"\{[^{}]*\}")  # a `{placeholder}` of a template's text
 _ORDER_FAMILY = frozenset(
     {DynamicBeforeStatic.code, DynamicInSystemPrompt.code, TurnBeforeDocuments.code, DynamicBeforeCacheBreakpoint.code}
 )
@@ -225,7 +226,7 @@ def _violations(sites: list[Site], filename: str, settings: Settings, module: Mo
                 continue  # the wrapper's own text: reported where the wrapper is
             if settings.is_enabled(finding.code):
                 yield _to_violation(finding, filename, span, site.via, settings.min_lost_tokens)
-                if module.variants and (twin := _in_variant(module, finding.node)) is not None:
+                if module.variants and (twin := _in_variant(module, finding, settings.min_lost_tokens)) is not None:
                     yield _to_violation(finding._replace(node=twin), filename, span, site.via, settings.min_lost_tokens)
         hosted = site.provider is not None and site.confidence == "high" and site.via is None
         if hosted and settings.is_enabled(ShortStaticPrefix.code):
@@ -234,17 +235,22 @@ def _violations(sites: list[Site], filename: str, settings: Settings, module: Mo
                 yield _to_violation(short, filename, span)
 
 
-def _in_variant(module: Module, node: ast.AST | None) -> ast.AST | None:
-    """The same placeholder in the other variant of a template chosen by a conditional, when `node`
-    is a placeholder of the variant that was read (`EN if lang == "en" else ZH`: both are sent)."""
-    needle = getattr(node, "value", None)
-    row = getattr(node, "lineno", 0)
+def _in_variant(module: Module, finding: Finding, threshold: int) -> ast.AST | None:
+    """The same placeholder in the other variant of a template chosen by a conditional, when the
+    finding is at a placeholder of the variant that was read (`EN if lang == "en" else ZH`: both are
+    sent), and, for static text pushed out, when the other variant has that much after it too."""
+    needle = getattr(finding.node, "value", None)
+    row = getattr(finding.node, "lineno", 0)
     if not isinstance(needle, str) or not needle.startswith("{"):
         return None
     for first, other in module.variants.items():
         if first.lineno <= row <= (first.end_lineno or first.lineno):
             twin = locate(module, other, needle)
-            return twin if twin is not other else None
+            after = str(other.value).partition(needle)[2].partition("}")[2]
+            runs = _SLOT.split(after) if finding.tokens is not None else ()
+            if twin is other or (runs and max(estimate_tokens(run) for run in runs) < threshold):
+                return None
+            return twin
     return None
 
 

@@ -52,6 +52,32 @@ def test_a_template_chosen_between_language_variants_by_a_conditional():
     assert_lints(_chat("Be concise.", "Sei knapp.", "known information: {context} question: {question}"))
 
 
+VARIANTS = textwrap.dedent(
+    """
+    from langchain_core.prompts import PromptTemplate
+
+    from app.config import CFG
+
+    EN = \"\"\"Question: {question}
+    EN_REST\"\"\"
+    DE = \"\"\"Frage: {question}
+    DE_REST\"\"\"
+    TEMPLATE = EN if CFG.LANGUAGE == "en" else DE
+
+    prompt = PromptTemplate.from_template(TEMPLATE)
+    """
+)
+
+
+def test_static_text_pushed_out_is_reported_in_the_other_variant_only_where_it_has_that_much_too():
+    source = VARIANTS.replace("EN_REST", LONG)
+    found = assert_lints(source.replace("DE_REST", LONG), "KV101", "KV101")
+    assert sorted(v.row for v in found) == [6, 8]  # the question in EN and in DE
+    # the other variant has only a short line after the question: nothing worth caching lost there
+    found = assert_lints(source.replace("DE_REST", "Antworte kurz."), "KV101")
+    assert found[0].row == 6
+
+
 HEAD = """
     import glob
     import random
