@@ -57,7 +57,9 @@ class DynamicBeforeStatic(Rule):
     paragraph; a label such as "Answer:" is not; a count such as `{max_items}` or a setting such as
     `{language}` inside a paragraph does not split it). Severity is one step lower when fewer than four
     times that many tokens are lost. The prompt is followed across functions, classes and modules
-    of the files linted, and through the project's own wrappers around a client.
+    of the files linted, and through the project's own wrappers around a client. A template chosen
+    between variants by a conditional (`EN if lang == "en" else ZH`, same slots) is reported in
+    each variant that has the value before that much text.
 
     ## Why is this bad?
     Prefix caches (radixgate's radix cache, vLLM, SGLang, OpenAI and Anthropic prompt caching)
