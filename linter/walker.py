@@ -33,9 +33,8 @@ OnSite = Callable[[sinks.Site], None]
 class Walker:
     """Walks statements in order; `on_site` receives each prompt found."""
 
-    def __init__(self, ev: Evaluator, on_site: OnSite) -> None:
-        self.ev = ev
-        self.on_site = on_site
+    def __init__(self, ev: Evaluator, on_site: OnSite, reads_returns: bool = False) -> None:
+        self.ev, self.on_site, self.reads_returns = ev, on_site, reads_returns  # returns: read_function's only
         self.returns: list[Shape] = []
         self.deferred: list[tuple[ast.Call, Scope]] = []
         self.merged: dict[str, Shape] = {}  # the most dynamic value each name had in a branch
@@ -61,11 +60,12 @@ class Walker:
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             self.mutate(stmt.value, scope, loop_flaws)
         elif isinstance(stmt, ast.Return) and stmt.value is not None:
-            shape = self.ev.shape(stmt.value, scope)
+            # A custom template's `format`: what it returns is the prompt.
+            is_site = scope.cls in module.prompt_classes and self.function in ("format", "format_prompt")
+            shape = self.ev.shape(stmt.value, scope) if is_site or self.reads_returns else EMPTY
             self.returns.append(shape)
             self.maybe_messages(stmt.value, scope)
-            if scope.cls in module.prompt_classes and self.function in ("format", "format_prompt"):
-                # A custom template's `format`: what it returns is the prompt.
+            if is_site:
                 self.on_site(sinks.Site(stmt.value, [sinks.Segment(None, shape)], "high", None))
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
@@ -395,6 +395,6 @@ def is_template_text(name: str, text: str) -> bool:
 def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls: str | None = None) -> Shape:
     """The shape `fn` returns (its last `return`), its parameters unknown; finds no sites (`cls`:
     the class of a method, so that it reads `self.x`)."""
-    walker = Walker(ev, lambda site: None)
+    walker = Walker(ev, lambda site: None, reads_returns=True)
     walker.body(fn.body, Scope(cls=cls))
     return walker.returns[-1] if walker.returns else EMPTY
