@@ -157,6 +157,7 @@ def pyflakes_seconds(paths: list[str], default_excludes: bool = True) -> tuple[i
     from pyflakes.checker import Checker
 
     files = list(iter_files(paths, Settings(default_excludes=default_excludes), force_exclude=False))
+    enabled = gc.isenabled()
     gc.disable()  # as `lint_paths` does for promptlint, so that neither pays for the collector
     try:
         start = time.process_time()
@@ -170,7 +171,8 @@ def pyflakes_seconds(paths: list[str], default_excludes: bool = True) -> tuple[i
             messages += len(Checker(tree, filename=str(path)).messages)
         return messages, time.process_time() - start
     finally:
-        gc.enable()
+        if enabled:
+            gc.enable()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,36 +87,32 @@ def _per_query_doc(part: Part) -> bool:
 
 
 def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int, confidence: str) -> Finding | None:
-    node = part.node
     if _per_query_doc(part):  # only what it pushes out of the prefix: static text after it
         same = longest_static_run([p for p, s, _ in rest if s == seg], threshold)
-        if same >= threshold:
-            return Finding(
-                DynamicBeforeStatic.code, node, {"label": _describe(part), "what": _tokens(same)}, part.change, same
-            )
-        return None
+        return _found(DynamicBeforeStatic.code, part, same, what=_tokens(same)) if same >= threshold else None
     if any(p.kind is Kind.BREAK for p, _, _ in rest):
-        return Finding(DynamicBeforeCacheBreakpoint.code, node, {"label": _describe(part)}, part.change)
+        return _found(DynamicBeforeCacheBreakpoint.code, part)
     doc = next((p for p, _, _ in rest if is_shared_doc(p)), None)
     if doc is not None and part.kind in (Kind.TURN, Kind.HISTORY):
-        return Finding(TurnBeforeDocuments.code, node, {"label": _describe(part), "doc": doc.label}, part.change)
+        return _found(TurnBeforeDocuments.code, part, doc=doc.label)
     same = longest_static_run([p for p, s, _ in rest if s == seg], threshold)
     if same >= threshold:
-        return Finding(
-            DynamicBeforeStatic.code, node, {"label": _describe(part), "what": _tokens(same)}, part.change, same
-        )
+        return _found(DynamicBeforeStatic.code, part, same, what=_tokens(same))
     total = longest_static_run([p for p, _, _ in rest], threshold)
     if total >= threshold and confidence == "high":
         code = DynamicInSystemPrompt.code if role == "system" else DynamicBeforeStatic.code
-        return Finding(code, node, {"label": _describe(part), "what": _tokens(total)}, part.change, total)
+        return _found(code, part, total, what=_tokens(total))
     if doc is not None and confidence == "high":
-        return Finding(TurnBeforeDocuments.code, node, {"label": _describe(part), "doc": doc.label}, part.change)
+        return _found(TurnBeforeDocuments.code, part, doc=doc.label)
     history = any(p.kind is Kind.HISTORY for p, _, _ in rest)
     if history and part.change is Change.PER_REQUEST and part.kind is not Kind.HISTORY:
-        return Finding(
-            DynamicBeforeStatic.code, node, {"label": _describe(part), "what": "the conversation history"}, part.change
-        )
+        return _found(DynamicBeforeStatic.code, part, what="the conversation history")
     return None
+
+
+def _found(code: str, part: Part, tokens: int | None = None, **fields: str) -> Finding:
+    """A finding about `part`, at its node; its label is described only here (most parts give none)."""
+    return Finding(code, part.node, {"label": _describe(part), **fields}, part.change, tokens)
 
 
 def estimate_tokens(text: str) -> int:
