@@ -163,7 +163,7 @@ def score_logits(engine, token_ids: list[int], first: int) -> torch.Tensor:
     """Logits [len - first - 1, vocab] predicting tokens first+1.. of `token_ids`, from one
     prefill through the engine's model, pool and attention backend. It writes pool slots
     directly, so call it only on an idle engine whose cache was flushed."""
-    from radixgate.engine.model.attention import ForwardContext
+    from radixgate.engine.runner.attention import ForwardContext
 
     assert engine.flush_cache(), "the engine must be idle"
     n = len(token_ids)

@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 
+from radixgate.gateway.observe.timeseries import percentile
 from radixgate.gateway.server_process import ServerProcess
-from radixgate.gateway.timeseries import percentile
 
 NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 

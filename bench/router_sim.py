@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
-from radixgate.gateway.router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
+from radixgate.gateway.workers.router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
 
 from .router_workload import Workload, build_workload, ideal_hit_rate, print_vs_round_robin
 

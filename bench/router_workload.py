@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
-from radixgate.gateway.worker import render_chat
+from radixgate.gateway.workers.worker import render_chat
 
 TENANT_KEYS = {"bench-key-a": "tenant-a", "bench-key-b": "tenant-b"}
 

@@ -160,8 +160,8 @@ class Gateway:
 
     def __init__(self, args: RadixgateArgs, worker_api_key: str, replicas: DeploymentHandle) -> None:
         from radixgate.gateway.config import GatewayConfig
-        from radixgate.gateway.pool_member import load_front_tokenizer
-        from radixgate.gateway.worker_pool import WorkerPool
+        from radixgate.gateway.workers.member import load_front_tokenizer
+        from radixgate.gateway.workers.pool import WorkerPool
 
         name = "tiny" if args.model_path == "tiny" else os.path.basename(args.model_path.rstrip("/"))
         self.pool = WorkerPool(

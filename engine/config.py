@@ -212,7 +212,7 @@ class SamplingParams:
     stop: str | list[str] | None = None
     stop_token_ids: list[int] | None = None
     ignore_eos: bool = False
-    # Penalties and biases, applied to the raw logits in vLLM's way (engine/model/penalties.py).
+    # Penalties and biases, applied to the raw logits in vLLM's way (engine/runner/penalties.py).
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     repetition_penalty: float = 1.0
@@ -223,7 +223,7 @@ class SamplingParams:
     top_logprobs_num: int = 0  # alternatives per position, at most MAX_TOP_LOGPROBS
     logprob_start_len: int = -1  # prompt logprobs from this prompt position on; -1: none
     skip_special_tokens: bool = True
-    # Constrained decoding (SGLang's names), at most one of them; see engine/model/grammar.py.
+    # Constrained decoding (SGLang's names), at most one of them; see engine/runner/grammar.py.
     json_schema: str | None = None
     regex: str | None = None
     ebnf: str | None = None

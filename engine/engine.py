@@ -21,14 +21,14 @@ from .hicache.tiers import build_hicache
 from .kvcache.kv_events import KVEventRecorder
 from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable
-from .model.cuda_graph import attach_decode_graphs, wants_cuda_graphs
-from .model.detokenizer import Detokenizer
-from .model.grammar import GrammarBackend
-from .model.model_runner import ModelRunner
-from .model.penalties import MinNewTokens, Penalties, apply_logit_bias
-from .model.sampler import Sampler
 from .models.loader import load_model, load_tokenizer, read_config
 from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
+from .runner.cuda_graph import attach_decode_graphs, wants_cuda_graphs
+from .runner.detokenizer import Detokenizer
+from .runner.grammar import GrammarBackend
+from .runner.model_runner import ModelRunner
+from .runner.penalties import MinNewTokens, Penalties, apply_logit_bias
+from .runner.sampler import Sampler
 from .scheduler.cache_manager import CacheManager
 from .scheduler.overlap import RunAhead
 from .scheduler.request import GenerateOutput, Req, ReqStatus, StreamDelta, check_request

@@ -11,23 +11,23 @@ from fastapi import FastAPI
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from . import __version__
-from .auth import Authenticator
+from .api.errors import install_error_handlers
+from .api.middleware import AuthMiddleware, BodyLimitMiddleware
+from .api.routes_admin import router as admin_router
+from .api.routes_native import router as native_router
+from .api.routes_openai import router as openai_router
+from .api.routes_tokenizer import router as tokenizer_router
 from .config import GatewayConfig
-from .dashboard import router as dashboard_router
-from .errors import install_error_handlers
-from .metrics import Metrics
-from .middleware import AuthMiddleware, BodyLimitMiddleware
-from .prompt_stats import PromptStatsRecorder
-from .rate_limit import RateLimiter
-from .routes_admin import router as admin_router
-from .routes_native import router as native_router
-from .routes_openai import router as openai_router
-from .routes_tokenizer import router as tokenizer_router
+from .observe.dashboard import router as dashboard_router
+from .observe.metrics import Metrics
+from .observe.prompt_stats import PromptStatsRecorder
+from .observe.telemetry import make_tracer
+from .observe.timeseries import TimeSeries
 from .state import AppState
-from .telemetry import make_tracer
-from .timeseries import TimeSeries
-from .worker import Worker
-from .worker_factory import build_worker
+from .tenancy.auth import Authenticator
+from .tenancy.rate_limit import RateLimiter
+from .workers.fleet import build_worker
+from .workers.worker import Worker
 
 HISTORY_SAMPLE_S = 1.0
 

@@ -9,10 +9,10 @@ import socket
 import sys
 from typing import Any
 
-from .auth import read_keys_file
 from .config import GatewayConfig
-from .remote_worker import parse_worker_url
-from .router import POLICIES
+from .tenancy.auth import read_keys_file
+from .workers.remote import parse_worker_url
+from .workers.router import POLICIES
 
 # flag dest -> EngineConfig field; passed only when given, so the engine's defaults stay the defaults.
 ENGINE_FLAGS = (

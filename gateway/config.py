@@ -61,7 +61,7 @@ class GatewayConfig:
         if self.health_check_interval_s <= 0:
             raise ValueError(f"health_check_interval_s must be > 0, got {self.health_check_interval_s}")
         if self.tool_call_parser is not None:
-            from .tool_parsers import get_parser
+            from .features.tool_parsers import get_parser
 
             get_parser(self.tool_call_parser)  # an unknown name fails at startup, listing the known ones
         for key, tenant in self.api_keys.items():

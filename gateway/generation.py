@@ -13,11 +13,11 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .errors import APIError, from_engine_error
-from .prompt_stats import RequestTags
+from .api.errors import APIError, from_engine_error
+from .observe.prompt_stats import RequestTags
+from .observe.telemetry import fail_request_span, finish_request_span, start_request_span
 from .state import AppState, request_log
-from .telemetry import fail_request_span, finish_request_span, start_request_span
-from .worker import Delta, Output, WorkRequest
+from .workers.worker import Delta, Output, WorkRequest
 
 T = TypeVar("T")
 DISCONNECT_POLL_S = 0.25

@@ -11,14 +11,14 @@ from fastapi import Request
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
-from .auth import Authenticator, cache_salt_for
+from .api.errors import APIError
 from .config import GatewayConfig
-from .errors import APIError
-from .metrics import Metrics
-from .prompt_stats import PromptStatsRecorder
-from .rate_limit import RateLimiter
-from .timeseries import TimeSeries
-from .worker import Worker
+from .observe.metrics import Metrics
+from .observe.prompt_stats import PromptStatsRecorder
+from .observe.timeseries import TimeSeries
+from .tenancy.auth import Authenticator, cache_salt_for
+from .tenancy.rate_limit import RateLimiter
+from .workers.worker import Worker
 
 request_log = logging.getLogger("radixgate.gateway.requests")
 

@@ -9,7 +9,7 @@ import sys
 # subcommand words -> (module, help). Each module exposes `main(argv: list[str] | None) -> int`.
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("serve",): ("radixgate.gateway.cli", "run the OpenAI-compatible server with the co-located engine"),
-    ("stats",): ("radixgate.gateway.prompt_stats_cli", "print a server's per-template statistics as JSON"),
+    ("stats",): ("radixgate.gateway.observe.prompt_stats_cli", "print a server's per-template statistics as JSON"),
     ("bench", "offline"): ("radixgate.bench.offline", "benchmark the engine in-process (radix cache vs none vs HF)"),
     ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
     ("bench", "roofline"): ("radixgate.bench.roofline", "prefill and decode as a fraction of this machine's roofline"),

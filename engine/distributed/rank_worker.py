@@ -16,7 +16,7 @@ import torch
 
 from ..config import EngineConfig, num_threads
 from ..kvcache.kv_pool import KVPool
-from ..model.attention import AttentionBackend, ForwardContext, create_backend
+from ..runner.attention import AttentionBackend, ForwardContext, create_backend
 from .group import TPGroup
 from .layers import ParallelLlamaForCausalLM, local_kv_heads
 from .shard_loader import load_shard

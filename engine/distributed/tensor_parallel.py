@@ -17,7 +17,7 @@ from typing import NoReturn
 import torch
 
 from ..config import EngineConfig
-from ..model.attention import ForwardContext
+from ..runner.attention import ForwardContext
 from .group import TPGroup
 from .layers import ParallelLlamaForCausalLM
 from .rank_worker import pack_batch, rank_device, rank_main

@@ -117,7 +117,7 @@ def live_metrics() -> str:
     from radixgate.engine import Engine, EngineConfig
     from radixgate.gateway.app import create_app
     from radixgate.gateway.config import GatewayConfig
-    from radixgate.gateway.worker import LocalWorker
+    from radixgate.gateway.workers.worker import LocalWorker
 
     engine = Engine(EngineConfig(max_total_tokens=4096))
     try:

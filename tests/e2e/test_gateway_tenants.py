@@ -10,7 +10,7 @@ import openai
 import pytest
 import requests
 
-from radixgate.gateway import prompt_stats_cli as stats_cli
+from radixgate.gateway.observe import prompt_stats_cli as stats_cli
 from radixgate.gateway.server_process import ServerProcess
 
 PROMPT = "Tenant isolation check. " + " ".join(f"Confidential clause {i} of the contract." for i in range(60))

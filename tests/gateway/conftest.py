@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
-from radixgate.gateway.worker import LocalWorker
+from radixgate.gateway.workers.worker import LocalWorker
 
 MODEL = "tiny"
 

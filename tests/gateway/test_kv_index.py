@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from radixgate.engine import Engine, EngineConfig, SamplingParams
-from radixgate.gateway.kv_index import KVEventIndex
-from radixgate.gateway.router import Candidate, PrefixIndex, Router
+from radixgate.gateway.workers.kv_index import KVEventIndex
+from radixgate.gateway.workers.router import Candidate, PrefixIndex, Router
 
 PROMPT = list(range(500, 580))  # 5 blocks of 16
 

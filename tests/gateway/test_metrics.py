@@ -82,7 +82,7 @@ def test_tier_hits_with_hicache() -> None:
     from radixgate.engine import Engine, EngineConfig
     from radixgate.gateway.app import create_app
     from radixgate.gateway.config import GatewayConfig
-    from radixgate.gateway.worker import LocalWorker
+    from radixgate.gateway.workers.worker import LocalWorker
 
     engine = Engine(EngineConfig(max_total_tokens=2048, enable_hicache=True, hicache_ratio=4.0))
     try:

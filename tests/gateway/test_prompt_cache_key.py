@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from radixgate.gateway.openai_requests import work_request
-from radixgate.gateway.openai_schemas import ChatCompletionRequest, CompletionRequest
+from radixgate.gateway.api.openai_requests import work_request
+from radixgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 
 
 def test_prompt_cache_key_is_parsed_and_becomes_the_route_hint() -> None:

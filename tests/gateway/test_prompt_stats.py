@@ -7,7 +7,7 @@ from dataclasses import fields
 from fastapi.testclient import TestClient
 
 from radixgate._wire import TemplateStats
-from radixgate.gateway.prompt_stats import PromptStatsRecorder, RequestTags, estimate_static_tokens
+from radixgate.gateway.observe.prompt_stats import PromptStatsRecorder, RequestTags, estimate_static_tokens
 
 # The row's fields, from the one place that declares them.
 FIELDS = {f.name for f in fields(TemplateStats)}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from radixgate.gateway.errors import APIError
-from radixgate.gateway.rate_limit import RateLimiter
+from radixgate.gateway.api.errors import APIError
+from radixgate.gateway.tenancy.rate_limit import RateLimiter
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""Walks the request-field table (gateway/request_fields.py, rendered into docs/gateway.md): the
+"""Walks the request-field table (gateway/api/request_fields.py, rendered into docs/gateway.md): the
 table is current and covers every field of the pinned openai package; each honoured field with an
 example changes the answer or its shape; each 400 field is refused naming it, and its neutral
 values are accepted; unknown keys are ignored at the top level and refused in sampling_params."""
@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from radixgate.bench import field_table
-from radixgate.gateway.request_fields import HONOURED, REJECTED, ROUTE_TABLES
+from radixgate.gateway.api.request_fields import HONOURED, REJECTED, ROUTE_TABLES
 
 PROMPT = "the cat sat on the mat and the cat sat on the"
 BASE: dict[str, dict[str, Any]] = {
@@ -50,11 +50,11 @@ COVERED_ELSEWHERE = {
     "tools": "test_tool_calls.py",
     "tool_choice": "test_tool_calls.py",
     "parallel_tool_calls": "test_tool_calls.py",
-    "json_any_whitespace": "tests/engine/model/test_grammar.py",
+    "json_any_whitespace": "tests/engine/runner/test_grammar.py",
     "text": "test_native_routes.py::test_generate_text_and_ids",
     "input_ids": "test_native_routes.py::test_generate_text_and_ids",
     "sampling_params": "this walk",
-    "skip_special_tokens": "tests/engine/model/test_sampling.py",
+    "skip_special_tokens": "tests/engine/runner/test_sampling.py",
     "stream_options": "test_openai_routes.py::test_stream_without_include_usage_has_no_usage_field",
 }
 

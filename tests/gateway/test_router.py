@@ -9,11 +9,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from radixgate.gateway.app import create_app
-from radixgate.gateway.auth import read_keys_file
 from radixgate.gateway.config import GatewayConfig
-from radixgate.gateway.router import BLOCK_TOKENS, Candidate, PrefixIndex, Router, block_hashes
-from radixgate.gateway.worker import LocalWorker
-from radixgate.gateway.worker_pool import WorkerPool
+from radixgate.gateway.tenancy.auth import read_keys_file
+from radixgate.gateway.workers.pool import WorkerPool
+from radixgate.gateway.workers.router import BLOCK_TOKENS, Candidate, PrefixIndex, Router, block_hashes
+from radixgate.gateway.workers.worker import LocalWorker
 
 KEYS = {"key-a": "router-a", "key-b": "router-b"}  # namespaces no other test of the shared engine uses
 ADMIN = "admin-key"
@@ -189,8 +189,8 @@ def test_unsalted_workers_refuse_tenants_unless_allowed(worker: LocalWorker) -> 
     """A plain OpenAI worker cannot keep tenants apart; a dead one is skipped, then refused with 503."""
     import asyncio
 
-    from radixgate.gateway.errors import APIError
-    from radixgate.gateway.worker import WorkRequest
+    from radixgate.gateway.api.errors import APIError
+    from radixgate.gateway.workers.worker import WorkRequest
 
     async def first_error(pool: WorkerPool, salt: str | None) -> APIError:
         member = pool.add_remote("openai+http://127.0.0.1:9")  # nothing listens on the discard port

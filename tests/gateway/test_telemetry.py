@@ -51,7 +51,7 @@ def test_prompt_text_is_logged_only_when_asked(make_client, caplog) -> None:
 
 
 def test_exporters_follow_otel_env(monkeypatch, capsys) -> None:
-    from radixgate.gateway.telemetry import make_tracer
+    from radixgate.gateway.observe.telemetry import make_tracer
 
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
     tracer, provider = make_tracer()

@@ -114,7 +114,7 @@ def test_full_queue_answers_503(make_client) -> None:
 
 
 def test_api_keys_file_formats(tmp_path) -> None:
-    from radixgate.gateway.auth import load_api_keys_file
+    from radixgate.gateway.tenancy.auth import load_api_keys_file
 
     (tmp_path / "keys.json").write_text('{"k1": "t1", "k2": "t2"}')
     (tmp_path / "keys.txt").write_text("# key tenant\nk1 t1\n\nk2 t2  # second\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from radixgate.gateway.timeseries import TimeSeries, percentile
+from radixgate.gateway.observe.timeseries import TimeSeries, percentile
 
 
 class Clock:

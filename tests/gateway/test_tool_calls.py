@@ -8,9 +8,9 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from radixgate.gateway.errors import APIError
-from radixgate.gateway.tool_calls import ToolPlan
-from radixgate.gateway.tool_parsers import get_parser
+from radixgate.gateway.api.errors import APIError
+from radixgate.gateway.features.tool_calls import ToolPlan
+from radixgate.gateway.features.tool_parsers import get_parser
 
 ADD = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 TOOLS = [{"type": "function", "function": {"name": "add", "parameters": ADD}}]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from radixgate.gateway.tool_parsers import PARSER_NAMES, detect_parser, get_parser
+from radixgate.gateway.features.tool_parsers import PARSER_NAMES, detect_parser, get_parser
 
 TOOLS = {"get_weather", "add"}
 

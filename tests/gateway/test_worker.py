@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from radixgate.gateway.worker import LocalWorker
+from radixgate.gateway.workers.worker import LocalWorker
 
 
 def test_chat_uses_the_tokenizers_template(worker) -> None:

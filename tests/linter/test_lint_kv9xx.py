@@ -174,7 +174,7 @@ def test_no_network_without_stats(app, capsys, monkeypatch):
 def test_statistics_from_the_gateways_own_aggregator(app, capsys):
     """The JSON the gateway serves (built by its `PromptStatsRecorder`, as `/v1/prompt_stats` does)
     is what `--stats` reads: the contract, checked end to end without starting a server."""
-    prompt_stats = pytest.importorskip("radixgate.gateway.prompt_stats")
+    prompt_stats = pytest.importorskip("radixgate.gateway.observe.prompt_stats")
     aggregate = prompt_stats.PromptStatsRecorder()
     tags = prompt_stats.RequestTags.from_metadata(
         {

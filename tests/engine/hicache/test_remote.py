@@ -241,7 +241,7 @@ def test_remote_hits_reach_metrics_and_server_info(workers):
 
     from radixgate.gateway.app import create_app
     from radixgate.gateway.config import GatewayConfig
-    from radixgate.gateway.worker import LocalWorker
+    from radixgate.gateway.workers.worker import LocalWorker
 
     a, b = workers
     p = tokens(300, 50)
@@ -263,7 +263,7 @@ def test_remote_hits_reach_metrics_and_server_info(workers):
 def test_blocks_written_to_the_store_are_announced_and_credited_to_every_worker(make_engine, redis_server):
     """Worker A announces the blocks it writes to the shared store (KV events, medium REMOTE); a router
     following A and B credits B with them too, at the lower-tier share, before B ever saw the prompt."""
-    from radixgate.gateway.kv_index import LOWER_TIER_CREDIT, KVEventIndex
+    from radixgate.gateway.workers.kv_index import LOWER_TIER_CREDIT, KVEventIndex
 
     a = worker(make_engine, redis_server, enable_kv_events=True)
     b = worker(make_engine, redis_server, enable_kv_events=True)

@@ -6,7 +6,7 @@ import torch
 from radixgate.engine import Engine, EngineConfig, SamplingParams
 from radixgate.engine.kernels import triton_runtime
 from radixgate.engine.kvcache.kv_pool import KVPool
-from radixgate.engine.model.attention import TorchBackend, TritonBackend, create_backend
+from radixgate.engine.runner.attention import TorchBackend, TritonBackend, create_backend
 
 
 def _pool(device: str = "cpu") -> KVPool:
@@ -56,7 +56,7 @@ def test_fp8_e4m3_before_sm89_falls_back_to_torch(monkeypatch):
     """Triton has no fp8_e4m3 before compute capability 8.9 (compile_check shows it for sm_80)."""
     from types import SimpleNamespace
 
-    import radixgate.engine.model.attention as attention
+    import radixgate.engine.runner.attention as attention
 
     monkeypatch.setattr(attention, "HAS_TRITON", True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))

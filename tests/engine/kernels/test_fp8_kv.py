@@ -25,7 +25,7 @@ def _server_info(engine: Engine) -> dict:
 
     from radixgate.gateway.app import create_app
     from radixgate.gateway.config import GatewayConfig
-    from radixgate.gateway.worker import LocalWorker
+    from radixgate.gateway.workers.worker import LocalWorker
 
     with TestClient(create_app(GatewayConfig(), worker=LocalWorker(engine))) as client:
         response = client.get("/server_info")

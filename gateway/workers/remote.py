@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from .auth import SALT_HEADER
+from ..tenancy.auth import SALT_HEADER
 from .worker import WorkRequest
 
 CONNECT_TIMEOUT_S = 2.0

@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from .errors import APIError
+from ..api.errors import APIError
 from .kv_index import KVEventIndex, reachable
-from .pool_member import Member
-from .remote_worker import HTTPWorker, WorkerUnavailable, make_remote_worker, parse_worker_url
+from .member import Member
+from .remote import HTTPWorker, WorkerUnavailable, make_remote_worker, parse_worker_url
 from .router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
 from .worker import Delta, LocalWorker, WorkRequest, render_chat
 

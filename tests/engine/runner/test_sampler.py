@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radixgate.engine import SamplingParams
-from radixgate.engine.model.sampler import _ARGMAX_BLOCK, Sampler, SamplingInfo, _filtered_probs, argmax_rows
+from radixgate.engine.runner.sampler import _ARGMAX_BLOCK, Sampler, SamplingInfo, _filtered_probs, argmax_rows
 from radixgate.engine.scheduler.request import Req
 
 

@@ -23,10 +23,10 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import APIError
-from .generation import merge, stream_job
-from .openai_schemas import usage
-from .responses import DONE, sse
+from ..api.errors import APIError
+from ..api.openai_schemas import usage
+from ..api.sse import DONE, sse
+from ..generation import merge, stream_job
 from .tool_parsers import ToolParser, detect_parser, get_parser
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .worker import Worker
+from ..workers.worker import Worker
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's limit for chat's top_logprobs; the engine's too
 TopList = Sequence[tuple[int, float]]  # (token id, logprob), best first

@@ -11,9 +11,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from ..features.logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
+from ..features.structured_output import constrain, constraint_of, precompile
+from ..features.tool_calls import ToolPlan, render_messages, tool_chat_full, tool_chat_stream, tool_parser_for
+from ..generation import Job, collect, merge, stream_job
+from ..observe.prompt_stats import RequestTags, estimate_static_tokens
+from ..state import AppState, state_of
+from ..workers.worker import Output
 from .errors import APIError
-from .generation import Job, collect, merge, stream_job
-from .logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
 from .openai_requests import (
     reject_unsupported,
     system_fingerprint,
@@ -30,12 +35,7 @@ from .openai_schemas import (
     ModelList,
     usage,
 )
-from .prompt_stats import RequestTags, estimate_static_tokens
-from .responses import DONE, ERRORS, sse, sse_response
-from .state import AppState, state_of
-from .structured_output import constrain, constraint_of, precompile
-from .tool_calls import ToolPlan, render_messages, tool_chat_full, tool_chat_stream, tool_parser_for
-from .worker import Output
+from .sse import DONE, ERRORS, sse, sse_response
 
 router = APIRouter()
 StreamRenderer = Callable[..., AsyncIterator[str]]  # (state, jobs, response_id, include_usage)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .pool_member import load_front_tokenizer
+from .member import load_front_tokenizer
+from .pool import WorkerPool
 from .worker import LocalWorker
-from .worker_pool import WorkerPool
 
 
 def build_worker(config: Any) -> Any:

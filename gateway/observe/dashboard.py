@@ -14,14 +14,14 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from .state import state_of
+from ..state import state_of
 
 router = APIRouter()
 
 
 @lru_cache(maxsize=1)
 def dashboard_html() -> str:
-    return resources.files("radixgate.gateway").joinpath("static/dashboard.html").read_text(encoding="utf-8")
+    return resources.files("radixgate.gateway.observe").joinpath("static/dashboard.html").read_text(encoding="utf-8")
 
 
 @router.get("/dashboard", response_class=HTMLResponse)

@@ -10,11 +10,11 @@ from fastapi import Request
 
 from radixgate._wire import STATIC_PREFIX_HASH
 
+from ..state import AppState
+from ..workers.worker import WorkRequest
 from .errors import APIError
 from .openai_schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 from .request_fields import check_fields
-from .state import AppState
-from .worker import WorkRequest
 
 
 def reject_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from radixgate.engine import Engine, EngineConfig, SamplingParams
-from radixgate.engine.model.cuda_graph import DecodeGraphRunner, capture_batch_sizes
+from radixgate.engine.runner.cuda_graph import DecodeGraphRunner, capture_batch_sizes
 
 
 def test_capture_ladder_is_sglangs():

@@ -14,18 +14,18 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from . import __version__
+from .. import __version__
+from ..features.logprobs import TokenTexts, sglang_logprobs
+from ..features.structured_output import constraint_of, precompile
+from ..generation import Job, collect, merge, stream_job
+from ..observe.prompt_stats import RequestTags, estimate_static_tokens
+from ..state import AppState, state_of
+from ..workers.worker import WorkRequest
 from .errors import APIError
-from .generation import Job, collect, merge, stream_job
-from .logprobs import TokenTexts, sglang_logprobs
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
-from .prompt_stats import RequestTags, estimate_static_tokens
 from .request_fields import check_fields
-from .responses import DONE, ERRORS, sse, sse_response
-from .state import AppState, state_of
-from .structured_output import constraint_of, precompile
-from .worker import WorkRequest
+from .sse import DONE, ERRORS, sse, sse_response
 
 router = APIRouter()
 

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .errors import APIError
+from ..api.errors import APIError
 
 
 class Bucket:

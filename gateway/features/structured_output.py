@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import APIError, from_engine_error
+from ..api.errors import APIError, from_engine_error
 
 JSON_OBJECT_SCHEMA = '{"type": "object"}'
 

@@ -11,10 +11,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..state import state_of
+from ..workers.pool import WorkerPool
 from .errors import APIError
-from .responses import ERRORS
-from .state import state_of
-from .worker_pool import WorkerPool
+from .sse import ERRORS
 
 router = APIRouter()
 

@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..state import state_of
 from .errors import APIError
 from .openai_requests import template_message
 from .openai_schemas import ChatMessage, TokenId
-from .responses import ERRORS
-from .state import state_of
+from .sse import ERRORS
 
 router = APIRouter()
 

@@ -7,8 +7,8 @@ import torch
 from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
 
 from radixgate.engine import SamplingParams
-from radixgate.engine.model.penalties import MinNewTokens, Penalties, apply_logit_bias
-from radixgate.engine.model.sampler import SamplingInfo
+from radixgate.engine.runner.penalties import MinNewTokens, Penalties, apply_logit_bias
+from radixgate.engine.runner.sampler import SamplingInfo
 from radixgate.engine.scheduler.request import Req
 
 VOCAB = 50

@@ -42,7 +42,7 @@ class WorkRequest:
     regex: str | None = None
     ebnf: str | None = None
     json_any_whitespace: bool = False
-    # penalties and biases (vLLM's semantics), logprobs (raw, before any of them): see engine/model/
+    # penalties and biases (vLLM's semantics), logprobs (raw, before any of them): see engine/runner/
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
     repetition_penalty: float = 1.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .auth import SALT_HEADER, TENANT_HEADER, WORKER_ROLE, Authenticator, Identity, Tenant
+from ..tenancy.auth import SALT_HEADER, TENANT_HEADER, WORKER_ROLE, Authenticator, Identity, Tenant
 from .errors import COUNTED_ENDPOINTS, APIError
 
 Scope = dict[str, Any]

@@ -14,8 +14,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import DEFAULT_TENANT
-from .errors import APIError
+from ..api.errors import APIError
+from ..config import DEFAULT_TENANT
 
 ROLES = ("tenant", "admin")
 WORKER_ROLE = "worker"

@@ -1,0 +1,1 @@
+"""The HTTP surface: routes, request and response schemas, the request-field catalog, errors, SSE, middleware."""

@@ -1,0 +1,2 @@
+"""Observability: Prometheus metrics, OpenTelemetry traces, per-template prompt statistics, the
+dashboard and its time series."""

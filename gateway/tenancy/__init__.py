@@ -1,0 +1,1 @@
+"""Tenants: API keys and roles, per-tenant rate limits."""
