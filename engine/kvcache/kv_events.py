@@ -9,13 +9,10 @@ exactly what each engine caches. The format is vLLM's (`vllm/distributed/kv_even
 - a ROUTER socket answers a replay request (an 8-byte start sequence number) with every buffered
   batch from that number on, `(sequence, payload)` each, then the end marker `(-1, b"")`.
 
-Blocks are `block_size` tokens (16 by default, independent of the engine's page size). Block hashes
-are vLLM's `sha256_cbor` chain: sha256 over canonical CBOR of `(parent digest, token ids, extra
-keys)`, the first block's parent being sha256_cbor of the hash seed (`hash_seed`, vLLM's
-PYTHONHASHSEED, "0" by default) and its extra keys carrying the tenant's cache salt, so two tenants
-never share a hash. Events carry the digest's last 8 bytes as an unsigned integer (vLLM's integer
-block hashes), so llm-d's indexer, configured with the same block size and hash seed, computes the
-same keys from a request's tokens.
+Blocks are `block_size` tokens (16 by default, independent of the engine's page size). The event
+structs and the block hashing (vLLM's `sha256_cbor` chain, salted per tenant) are the engine's
+contract with routers and live in `radixgate.engine.protocol`, importable without torch; this module
+holds the publisher and the recorder.
 
 Tiers are vLLM's `medium`: "GPU" for the device pool (on a CPU engine too), "CPU" for HiCache's host
 tier. A block demoted to host is a BlockRemoved on GPU and a BlockStored on CPU. Blocks written to
@@ -29,7 +26,6 @@ tokens are a prefix. A block belongs to the node holding its last token: a node 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import queue
@@ -40,86 +36,28 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import cbor2
 import msgspec
+
+from ..protocol import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_HASH_SEED,
+    END_SEQ,
+    MEDIUM_GPU,
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    EventBatch,
+    KVCacheEvent,
+    block_digest,
+    block_hashes,
+    external_hash,
+    first_block_extra_keys,
+    root_digest,
+)
 
 log = logging.getLogger(__name__)
 
-MEDIUM_GPU = "GPU"
-MEDIUM_CPU = "CPU"
-MEDIUM_REMOTE = "REMOTE"  # HiCache's store shared by every worker (not a vLLM medium; radixgate's own)
-END_SEQ = (-1).to_bytes(8, "big", signed=True)
-DEFAULT_BLOCK_SIZE = 16
 MEMO_NODES = 1 << 16  # tree nodes whose chain state the recorder remembers (then it starts over)
-
-
-class EventBatch(msgspec.Struct, omit_defaults=True, gc=False):
-    ts: float
-    events: list[Any]
-    data_parallel_rank: int | None = None
-
-
-class KVCacheEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
-    """Base of the tagged events: encoded as a map with "type" naming the class."""
-
-
-class BlockStored(KVCacheEvent):
-    block_hashes: list[int]
-    parent_block_hash: int | None
-    token_ids: list[int]
-    block_size: int
-    lora_id: int | None
-    medium: str | None
-    lora_name: str | None
-    extra_keys: list[tuple[Any, ...] | None] | None = None
-
-
-class BlockRemoved(KVCacheEvent):
-    block_hashes: list[int]
-    medium: str | None
-
-
-class AllBlocksCleared(KVCacheEvent):
-    pass
-
-
-# ---- block hashes ------------------------------------------------------------------------------
-def sha256_cbor(value: Any) -> bytes:
-    return hashlib.sha256(cbor2.dumps(value, canonical=True)).digest()
-
-
-def root_digest(hash_seed: str) -> bytes:
-    """The parent of every first block (vLLM's NONE_HASH for a given PYTHONHASHSEED)."""
-    return sha256_cbor(hash_seed)
-
-
-def _digest(parent: bytes, tokens: Sequence[int], extra_keys: tuple[Any, ...] | None) -> bytes:
-    return sha256_cbor((parent, tuple(tokens), extra_keys))
-
-
-def external_hash(digest: bytes) -> int:
-    return int.from_bytes(digest[-8:], "big")
-
-
-def first_block_extra_keys(cache_salt: Hashable) -> tuple[Any, ...] | None:
-    return None if cache_salt is None else (str(cache_salt),)
-
-
-DEFAULT_HASH_SEED = "0"
-
-
-def block_hashes(
-    token_ids: Sequence[int], cache_salt: Hashable, block_size: int, hash_seed: str = DEFAULT_HASH_SEED
-) -> list[int]:
-    """The external hash of every full block of `token_ids` under a tenant's salt (what a router
-    computes for a request to look its prefix up in the engines' events)."""
-    out: list[int] = []
-    parent = root_digest(hash_seed)
-    for start in range(0, len(token_ids) - block_size + 1, block_size):
-        extra = first_block_extra_keys(cache_salt) if start == 0 else None
-        parent = _digest(parent, token_ids[start : start + block_size], extra)
-        out.append(external_hash(parent))
-    return out
 
 
 # ---- configuration -----------------------------------------------------------------------------
@@ -293,7 +231,7 @@ class KVEventRecorder:
         for k in range(boundary // bs, end // bs):
             chunk = tokens[k * bs - boundary : (k + 1) * bs - boundary]
             keys = first_block_extra_keys(namespace) if k == 0 else None
-            digest = _digest(digest, chunk, keys)
+            digest = block_digest(digest, chunk, keys)
             hashes.append(external_hash(digest))
             chunks.append(chunk)
             extra.append(keys)

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import msgspec
 import zmq
 
-from radixgate.engine.kvcache.kv_events import END_SEQ, MEDIUM_GPU, MEDIUM_REMOTE, block_hashes
+from radixgate.engine.protocol import END_SEQ, MEDIUM_GPU, MEDIUM_REMOTE, block_hashes
 
 log = logging.getLogger(__name__)
 # A block held in host memory or on disk is loaded, not recomputed: worth this share of a device hit.

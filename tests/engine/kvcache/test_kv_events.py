@@ -14,7 +14,7 @@ import pytest
 import zmq
 
 from radixgate.engine import SamplingParams
-from radixgate.engine.kvcache.kv_events import block_hashes
+from radixgate.engine.protocol import block_hashes
 
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 STORED_FIELDS = ["type", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium"]
