@@ -12,3 +12,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # OpenMP threads spinning against each other (a 5x slowdown when the cores are oversubscribed).
 # The engine reads RADIXGATE_NUM_THREADS when it starts.
 os.environ.setdefault("RADIXGATE_NUM_THREADS", "1")
+
+# Hypothesis: CI replays the same examples every run (a red CI run is reproducible and a green one is not
+# luck); locally each run draws new ones. `--hypothesis-profile deep` searches harder, and
+# `--hypothesis-seed N` (printed on failure) replays a local run.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.register_profile("deep", max_examples=1000, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")

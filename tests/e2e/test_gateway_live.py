@@ -17,6 +17,7 @@ import openai
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+from tooling import missing
 
 from radixgate.gateway.server_process import ServerProcess
 
@@ -209,7 +210,7 @@ def test_dashboard_renders_data_in_chromium(server: ServerProcess, tmp_path: Pat
     from radixgate.bench.screenshot import MIN_INK, capture, find_chromium, run_workload
 
     if find_chromium() is None:
-        pytest.skip("Chromium is not installed; install it with: apt-get install -y chromium")
+        missing("Chromium", "make browser")
     run_workload(server.base_url, rounds=2, pause_s=1.0)
     shot = capture(server.base_url, tmp_path / "dashboard.png")
     assert shot.is_rendered, shot.dom[:2000]

@@ -3,16 +3,12 @@ afterwards. Missing redis-server or redis-py skips these tests locally and fails
 
 from __future__ import annotations
 
-import os
-
 import pytest
+from tooling import missing
 
 
 def _missing(what: str) -> None:
-    message = f"{what} is not installed (make redis / pip install 'radixgate[redis]')"
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"{message}: on CI the remote-tier tests must run")
-    pytest.skip(message)
+    missing(what, "make redis" if what == "redis-server" else "pip install 'radixgate[redis]'")
 
 
 @pytest.fixture(scope="module")
