@@ -10,6 +10,9 @@ ask for, the grammar that forces a call, and the output turned into `tool_calls`
 
 Forced calls go through the grammar (as vLLM and SGLang do), so their arguments match the
 tool's schema whatever the model; `finish_reason` is `tool_calls` whenever calls come back.
+A call cut by `max_tokens` comes back as a call, as OpenAI returns it: `finish_reason: "length"`
+and the arguments written so far (JSON that may not parse); the grammar's `[{"name": ..` wrapper
+and a parser's markup never reach `content`.
 Streams follow OpenAI: the first delta of a call carries `index`, `id`, `type` and the function
 name with empty arguments, later deltas carry pieces of `arguments`.
 """
@@ -27,7 +30,7 @@ from ..api.errors import APIError
 from ..api.openai_schemas import usage
 from ..api.sse import DONE, sse
 from ..generation import merge, stream_job
-from .tool_parsers import ToolParser, detect_parser, get_parser
+from .tool_parsers import MalformedCall, ToolParser, detect_parser, get_parser, parse_call_array
 
 EMPTY_PARAMETERS = {"type": "object", "properties": {}}
 Delta = dict[str, Any]
@@ -114,29 +117,33 @@ class ToolPlan:
         return None
 
     def result(self, text: str, finish_reason: str) -> tuple[str | None, list[dict[str, Any]], str]:
-        """(content, tool_calls, finish_reason) of a finished output. Output that does not hold
-        calls (cut by `length`, say) comes back as content."""
+        """(content, tool_calls, finish_reason) of a finished output. A call cut by the token limit
+        is a call with partial arguments (finish_reason `length`); other output that does not hold
+        calls comes back as content."""
+        is_cut = finish_reason == "length"
         calls: list[dict[str, Any]] = []
         content: str | None = text
         if self.mode == "named":
             assert self.named is not None
-            if _json_object(text) is not None:
+            if is_cut or _json_object(text) is not None:
                 calls, content = [_call(self.named, text)], None
         elif self.mode == "required":
             try:
-                items = json.loads(text)
-                calls = [_call(item["name"], json.dumps(item["parameters"], ensure_ascii=False)) for item in items]
+                calls = [_call(c.name, c.arguments) for c in parse_call_array(text, self.functions, is_cut=is_cut)]
                 content = None
-            except (json.JSONDecodeError, TypeError, KeyError):
-                calls = []
+            except MalformedCall:
+                content = None if is_cut else text
         elif self.mode == "auto":
             assert self.parser is not None
-            parsed = self.parser.parse(text, self.functions)
+            parsed = self.parser.parse(text, self.functions, is_cut=is_cut)
             calls = [_call(c.name, c.arguments) for c in parsed.calls]
-            content = parsed.content if calls else text
+            has_markup = is_cut and self.parser.hold_from(text) is not None
+            content = parsed.content if calls or has_markup else text
         if not self.parallel:
             calls = calls[:1]
-        return content, calls, ("tool_calls" if calls else finish_reason)
+        if not calls:
+            return content, calls, finish_reason
+        return content, calls, ("length" if is_cut else "tool_calls")
 
     def stream(self) -> ToolStream:
         return ToolStream(self)

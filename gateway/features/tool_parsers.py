@@ -9,8 +9,11 @@
 | `llama3` / `llama3_json` | `<|python_tag|>` or nothing, then `{"name": .., "parameters": {..}}`, `;` between calls |
 | `mistral`            | `[TOOL_CALLS] [{"name": .., "arguments": {..}}, ..]` or `[TOOL_CALLS]name[ARGS]{..}` |
 
-Output that does not parse as the family's format (a truncated call, broken JSON, a tool that was
-not offered) is returned whole as content with no calls: never an error.
+Output that does not parse as the family's format (broken JSON, a tool that was not offered) is
+returned whole as content with no calls: never an error. Output cut by the token limit
+(`is_cut=True`) inside a call returns that call with the arguments written so far (text that may not
+parse as JSON, as OpenAI returns it with `finish_reason: "length"`); a call cut before its name is
+known is dropped, and the family's markup never reaches `content`.
 """
 
 from __future__ import annotations
@@ -56,6 +59,79 @@ def _call_from(obj: Any, tool_names: Collection[str] | None) -> ParsedToolCall:
     return ParsedToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
 
 
+_NAME_KEY = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)(")?')
+_ARGS_KEY = re.compile(r'\s*,\s*"(?:arguments|parameters)"\s*:\s*')
+_CALL_HEAD = '{"name":"'
+
+
+def partial_call(text: str, tool_names: Collection[str] | None) -> ParsedToolCall | None:
+    """The call a JSON object cut off by the token limit had begun: its name (written whole, or the
+    one offered tool that the part written starts) and its arguments so far. None when no single
+    offered tool fits what was written."""
+    match = _NAME_KEY.match(text)
+    if match is not None:
+        written, is_whole, rest = match.group(1), match.group(2) is not None, text[match.end() :]
+    elif _CALL_HEAD.startswith("".join(text.split())):  # '{"na', '{', '': the name is not begun
+        written, is_whole, rest = "", False, ""
+    else:
+        return None
+    if is_whole:
+        try:
+            name = json.loads(f'"{written}"')
+        except json.JSONDecodeError:
+            return None
+        names = [name] if tool_names is None or name in tool_names else []
+    else:
+        names = [n for n in tool_names or () if n.startswith(written)]
+    if len(names) != 1:
+        return None
+    arguments = ""
+    key = _ARGS_KEY.match(rest) if is_whole else None
+    if key is not None:
+        arguments = rest[key.end() :]
+        try:  # arguments written whole, the call's own closing brace cut: normalise them
+            value, _ = _DECODER.raw_decode(arguments)
+            if isinstance(value, dict):
+                arguments = json.dumps(value, ensure_ascii=False)
+        except json.JSONDecodeError:
+            pass
+    return ParsedToolCall(names[0], arguments)
+
+
+def parse_call_array(body: str, tool_names: Collection[str] | None, *, is_cut: bool = False) -> list[ParsedToolCall]:
+    """The calls of a JSON array `[{"name": .., "arguments" | "parameters": {..}}, ..]`; with `is_cut`,
+    the calls written whole and the one the token limit cut off. Raises `MalformedCall`."""
+    if not is_cut:
+        try:
+            items = json.loads(body)
+        except json.JSONDecodeError as exc:
+            raise MalformedCall("the calls are not a JSON array") from exc
+        if not isinstance(items, list):
+            raise MalformedCall("the calls are not a JSON array")
+        return [_call_from(item, tool_names) for item in items]
+    stripped = body.lstrip()
+    if stripped and not stripped.startswith("["):
+        raise MalformedCall("the calls are not a JSON array")
+    calls: list[ParsedToolCall] = []
+    pos = len(body) - len(stripped) + 1
+    while True:
+        while pos < len(body) and (body[pos].isspace() or body[pos] == ","):
+            pos += 1
+        if pos >= len(body) or body[pos] == "]":
+            first = partial_call("", tool_names) if pos >= len(body) and not calls else None
+            return calls + ([first] if first else [])
+        try:
+            obj, pos = _DECODER.raw_decode(body, pos)
+        except json.JSONDecodeError:
+            last = partial_call(body[pos:], tool_names)
+            return calls + ([last] if last else [])
+        calls.append(_call_from(obj, tool_names))
+
+
+def _offered(name: str, tool_names: Collection[str] | None) -> bool:
+    return tool_names is None or name in tool_names
+
+
 def _partial_marker_at_end(text: str, marker: str) -> int | None:
     """Where a prefix of `marker` that ends `text` starts (a marker still arriving), else None."""
     for n in range(min(len(marker) - 1, len(text)), 0, -1):
@@ -76,7 +152,7 @@ class HermesParser:
     start, end = "<tool_call>", "</tool_call>"
     _block = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
-    def parse(self, text: str, tool_names: Collection[str] | None = None) -> ParseResult:
+    def parse(self, text: str, tool_names: Collection[str] | None = None, *, is_cut: bool = False) -> ParseResult:
         if self.start not in text:
             return ParseResult(_content(text), [])
         try:
@@ -85,7 +161,10 @@ class HermesParser:
                 try:
                     calls.append(_call_from(json.loads(match.group(1)), tool_names))
                 except json.JSONDecodeError as exc:
-                    raise MalformedCall("a <tool_call> block is not JSON") from exc
+                    if not (is_cut and match.end() == len(text) and not match.group(0).endswith(self.end)):
+                        raise MalformedCall("a <tool_call> block is not JSON") from exc
+                    last = partial_call(match.group(1), tool_names)
+                    calls += [last] if last else []
         except MalformedCall:
             return ParseResult(text, [])
         return ParseResult(_content(self._block.sub("", text)), calls)
@@ -101,7 +180,7 @@ class Llama3Parser:
     names = ("llama3", "llama3_json")
     tag = "<|python_tag|>"
 
-    def parse(self, text: str, tool_names: Collection[str] | None = None) -> ParseResult:
+    def parse(self, text: str, tool_names: Collection[str] | None = None, *, is_cut: bool = False) -> ParseResult:
         if self.tag in text:
             before, _, body = text.partition(self.tag)
         elif text.lstrip().startswith("{"):
@@ -119,9 +198,15 @@ class Llama3Parser:
                 try:
                     obj, pos = _DECODER.raw_decode(body, pos)
                 except json.JSONDecodeError as exc:
-                    raise MalformedCall("a call is not JSON") from exc
+                    last = partial_call(body[pos:], tool_names) if is_cut else None
+                    if last is None:
+                        raise MalformedCall("a call is not JSON") from exc
+                    calls.append(last)
+                    break
                 calls.append(_call_from(obj, tool_names))
         except MalformedCall:
+            if is_cut and self.tag in text:  # the tag said a call was coming: it is no content
+                return ParseResult(_content(before), calls)
             return ParseResult(text, [])
         return ParseResult(_content(before), calls) if calls else ParseResult(_content(text), [])
 
@@ -141,34 +226,43 @@ class MistralParser:
     start = "[TOOL_CALLS]"
     _args = "[ARGS]"
 
-    def parse(self, text: str, tool_names: Collection[str] | None = None) -> ParseResult:
+    def parse(self, text: str, tool_names: Collection[str] | None = None, *, is_cut: bool = False) -> ParseResult:
         if self.start not in text:
             return ParseResult(_content(text), [])
         before, _, body = text.partition(self.start)
+        chunks = [chunk.strip() for chunk in body.split(self.start)]  # newer templates repeat the marker
         try:
             calls = []
-            for chunk in body.split(self.start):  # newer templates repeat the marker per call
-                chunk = chunk.strip()
-                if chunk.startswith("["):
-                    try:
-                        items, end = _DECODER.raw_decode(chunk)
-                    except json.JSONDecodeError as exc:
-                        raise MalformedCall("[TOOL_CALLS] is not followed by a JSON array") from exc
-                    if not isinstance(items, list) or chunk[end:].strip():
-                        raise MalformedCall("[TOOL_CALLS] is not followed by a JSON array")
-                    calls += [_call_from(item, tool_names) for item in items]
-                elif self._args in chunk:
-                    name, _, args = chunk.partition(self._args)
-                    try:
-                        arguments = json.loads(args)
-                    except json.JSONDecodeError as exc:
-                        raise MalformedCall("[ARGS] is not followed by JSON") from exc
-                    calls.append(_call_from({"name": name.strip(), "arguments": arguments}, tool_names))
-                else:
-                    raise MalformedCall("[TOOL_CALLS] is followed by neither a JSON array nor name[ARGS]")
+            for i, chunk in enumerate(chunks):
+                calls += self._chunk_calls(chunk, tool_names, is_cut and i == len(chunks) - 1)
         except MalformedCall:
-            return ParseResult(text, [])
+            return ParseResult(_content(before), calls) if is_cut else ParseResult(text, [])
         return ParseResult(_content(before), calls)
+
+    def _chunk_calls(self, chunk: str, tool_names: Collection[str] | None, is_cut: bool) -> list[ParsedToolCall]:
+        if chunk.startswith("[") or (is_cut and not chunk):
+            if is_cut:
+                return parse_call_array(chunk, tool_names, is_cut=True)
+            try:
+                items, end = _DECODER.raw_decode(chunk)
+            except json.JSONDecodeError as exc:
+                raise MalformedCall("[TOOL_CALLS] is not followed by a JSON array") from exc
+            if not isinstance(items, list) or chunk[end:].strip():
+                raise MalformedCall("[TOOL_CALLS] is not followed by a JSON array")
+            return [_call_from(item, tool_names) for item in items]
+        if self._args in chunk:
+            name, _, args = chunk.partition(self._args)
+            try:
+                arguments = json.loads(args)
+            except json.JSONDecodeError as exc:
+                if not is_cut:
+                    raise MalformedCall("[ARGS] is not followed by JSON") from exc
+                return [ParsedToolCall(name.strip(), args.strip())] if _offered(name.strip(), tool_names) else []
+            return [_call_from({"name": name.strip(), "arguments": arguments}, tool_names)]
+        if is_cut:  # cut inside the name
+            names = [n for n in tool_names or () if n.startswith(chunk)]
+            return [ParsedToolCall(names[0], "")] if len(names) == 1 else []
+        raise MalformedCall("[TOOL_CALLS] is followed by neither a JSON array nor name[ARGS]")
 
     def hold_from(self, text: str) -> int | None:
         at = text.find(self.start)
