@@ -21,7 +21,7 @@ from .config import GatewayConfig
 from .observe.dashboard import router as dashboard_router
 from .observe.metrics import Metrics
 from .observe.prompt_stats import PromptStatsRecorder
-from .observe.telemetry import make_tracer
+from .observe.telemetry import TraceContextMiddleware, make_tracer
 from .observe.timeseries import TimeSeries
 from .state import AppState
 from .tenancy.auth import Authenticator
@@ -98,6 +98,7 @@ def create_app(
     # Starlette runs the last-added middleware first: auth, then the size limit, then routing.
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
     app.add_middleware(AuthMiddleware, auth=state.auth, public_metrics=config.public_metrics)
+    app.add_middleware(TraceContextMiddleware)  # outermost: every route runs in the caller's trace
     return app
 
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from .api.errors import APIError, from_engine_error
 from .observe.prompt_stats import RequestTags
-from .observe.telemetry import fail_request_span, finish_request_span, start_request_span
+from .observe.telemetry import fail_request_span, finish_request_span, start_request_span, with_current_span
 from .state import AppState, request_log
 from .workers.worker import Delta, Output, WorkRequest
 
@@ -80,7 +80,7 @@ async def stream_job(state: AppState, job: Job) -> AsyncIterator[Delta]:
     is_queued = True
     outcome = "aborted"
     try:
-        async with aclosing(state.worker.stream(r)) as deltas:
+        async with aclosing(with_current_span(span, state.worker.stream(r))) as deltas:
             async for delta in deltas:
                 now = time.perf_counter()
                 if delta.token_ids:

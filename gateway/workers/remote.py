@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from ..observe.telemetry import trace_headers
 from ..tenancy.auth import SALT_HEADER
 from .worker import WorkRequest
 
@@ -114,7 +115,8 @@ class HTTPWorker:
     async def _open(self, path: str, body: dict[str, Any], cache_salt: str | None) -> httpx.Response:
         """Send the request and check its status; raises before any token is streamed."""
         try:
-            request = self.client.build_request("POST", path, json=body, headers=self._headers(cache_salt))
+            headers = trace_headers(self._headers(cache_salt))  # the request span is current: the worker joins it
+            request = self.client.build_request("POST", path, json=body, headers=headers)
             response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise WorkerUnavailable(f"{self.base_url}: {type(exc).__name__}: {exc}") from exc

@@ -1,7 +1,15 @@
-"""One span per request with GenAI attributes, and queue / prefill / decode children."""
+"""One span per request with GenAI attributes, and queue / prefill / decode children; OTLP export
+over gRPC and HTTP to a collector in this process."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
 from fastapi.testclient import TestClient
 
 
@@ -61,3 +69,110 @@ def test_exporters_follow_otel_env(monkeypatch, capsys) -> None:
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     tracer, provider = make_tracer()
     assert provider is None
+
+
+class _Collector:
+    """An OTLP trace collector in this process: gRPC (grpcio + opentelemetry-proto) or HTTP."""
+
+    def __init__(self) -> None:
+        self.requests: list = []
+        self.received = threading.Event()
+
+    def take(self, request) -> None:
+        self.requests.append(request)
+        self.received.set()
+
+    def span_names(self) -> set[str]:
+        return {
+            span.name
+            for request in self.requests
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        }
+
+
+@contextmanager
+def _grpc_collector() -> Iterator[tuple[_Collector, str]]:
+    import grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+
+    collector = _Collector()
+
+    class Service(trace_service_pb2_grpc.TraceServiceServicer):
+        def Export(self, request, context):  # noqa: N802 (the gRPC method's name)
+            collector.take(request)
+            return trace_service_pb2.ExportTraceServiceResponse()
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield collector, f"http://127.0.0.1:{port}"
+    finally:
+        server.stop(grace=None)
+
+
+@contextmanager
+def _http_collector() -> Iterator[tuple[_Collector, str]]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    collector = _Collector()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf":
+                collector.take(ExportTraceServiceRequest.FromString(body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield collector, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "protocol_env, protocol, collector",
+    [
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc", _grpc_collector),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", _grpc_collector),
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf", _http_collector),
+    ],
+)
+def test_otlp_export_reaches_a_collector(monkeypatch, protocol_env: str, protocol: str, collector) -> None:
+    from radixgate.gateway.observe.telemetry import make_tracer
+
+    with collector() as (received, endpoint):
+        monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+        monkeypatch.setenv(protocol_env, protocol)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", "true")
+        tracer, provider = make_tracer()
+        tracer.start_span(f"exported over {protocol}").end()
+        assert provider.force_flush(timeout_millis=20_000)
+        assert received.received.wait(timeout=20)
+        provider.shutdown()
+    assert received.span_names() == {f"exported over {protocol}"}
+
+
+def test_unknown_otlp_protocol_is_a_warning_not_an_error(monkeypatch, caplog) -> None:
+    from radixgate.gateway.observe.telemetry import make_tracer
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with caplog.at_level("WARNING", logger="radixgate.gateway"):
+        tracer, provider = make_tracer()
+    assert "'http/json' is not supported" in caplog.text
+    tracer.start_span("kept locally").end()
+    provider.shutdown()
