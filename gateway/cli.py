@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import socket
 import sys
 from typing import Any
@@ -34,6 +35,7 @@ ENGINE_FLAGS = (
     "enable_hicache",
     "hicache_ratio",
     "hicache_storage_dir",
+    "hicache_storage_size",
     "hicache_storage_backend",
     "hicache_storage_backend_extra_config",
     "kv_events_config",
@@ -77,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--enable-hicache", action="store_true", default=None, help="spill KV to host memory / disk")
     e.add_argument("--hicache-ratio", type=float, default=None, help="host tier size / device tier size")
     e.add_argument("--hicache-storage-dir", default=None, help="folder for the disk tier")
+    e.add_argument("--hicache-storage-size", type=float, default=None, help="GB the disk tier keeps (default 16)")
+    e.add_argument(
+        "--cache-secret-file",
+        default=None,
+        help="a file holding the deployment's cache secret, which keys the disk and remote tiers and the KV "
+        "events' hashes (same as $RADIXGATE_CACHE_SECRET_FILE; default: random per process)",
+    )
     e.add_argument(
         "--hicache-storage-backend", default=None, choices=["redis"], help="remote tier shared by every worker"
     )
@@ -156,7 +165,11 @@ def worker_urls(args: argparse.Namespace) -> tuple[str, ...]:
 def engine_config(args: argparse.Namespace) -> Any:
     """The EngineConfig for these flags; raises ValueError naming a flag this engine build lacks."""
     from radixgate.engine import EngineConfig
+    from radixgate.engine.cache_secret import SECRET_FILE_ENV, load_cache_secret
 
+    if args.cache_secret_file:  # through the environment, so every engine, rank and KV index in the process agrees
+        os.environ[SECRET_FILE_ENV] = args.cache_secret_file
+        load_cache_secret()  # an unreadable or short secret fails at startup
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     kwargs: dict[str, Any] = {}
     for name in ENGINE_FLAGS:

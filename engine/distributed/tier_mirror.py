@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import torch
 
 from ..config import EngineConfig, tp_timeout_s
-from ..hicache.controller import HiCache
-from ..hicache.disk_io import DiskLoad, Where, copy_to_device
-from ..hicache.disk_store import rank_key
+from ..hicache.block_format import rank_key
+from ..hicache.storage_tier import ReadBlocks, Where, copy_to_device
+from ..hicache.tier_controller import TierController
 from ..hicache.tiers import build_tiers
 from ..kvcache.kv_pool import KVPool
 
@@ -90,7 +90,7 @@ class TierMirror:
         return blocks[: read.num_agreed]
 
     def load(
-        self, rid: str, dst_slots: list[int], host_slots: list[int], disk: DiskLoad | None, remote: DiskLoad | None
+        self, rid: str, dst_slots: list[int], host_slots: list[int], disk: ReadBlocks | None, remote: ReadBlocks | None
     ) -> None:
         reads = tuple(None if r is None or not r.num_tokens else (r.offset, r.num_tokens) for r in (disk, remote))
         if host_slots or any(reads):
@@ -102,11 +102,11 @@ class TierMirror:
             self.tp.send_all(TierOp("forget", (rid,)), best_effort=True)  # also while a failed engine shuts down
 
 
-def attach_mirror(hicache: HiCache, tp: TensorParallel) -> None:
+def attach_mirror(hicache: TierController, tp: TensorParallel) -> None:
     """Makes rank 0's HiCache mirror its moves on the other ranks."""
     mirror = TierMirror(tp)
     hicache.mirror = mirror
-    for io in (hicache.disk_io, hicache.remote_io):
+    for io in (hicache.disk_tier, hicache.remote_tier):
         if io is not None:
             io.mirror = mirror
 
@@ -116,7 +116,7 @@ class RankTiers:
 
     def __init__(self, config: EngineConfig, pool: KVPool, model_path: str, rank: int):
         self.device = pool
-        self.host, self.disk_io, self.remote_io = build_tiers(config, pool, model_path, rank)
+        self.host, self.disk_tier, self.remote_tier = build_tiers(config, pool, model_path, rank)
         self.reads: dict[tuple[str, str], Future] = {}  # (tier, rid) -> its blocks being read
         self.agree_timeout_s = tp_timeout_s()
 
@@ -132,13 +132,9 @@ class RankTiers:
         self.host.write(host_slots, ks, vs)
 
     def _fingerprint(self, tier: str) -> str:
-        if tier == "disk":
-            assert self.disk_io is not None, "rank 0 has a disk tier this rank lacks"
-            store = self.disk_io.ready_store
-            fingerprint = store.fingerprint if store is not None else None
-        else:
-            assert self.remote_io is not None, "rank 0 has a remote tier this rank lacks"
-            fingerprint = self.remote_io.ready_fingerprint()
+        io = self.disk_tier if tier == "disk" else self.remote_tier
+        assert io is not None, f"rank 0 has a {tier} tier this rank lacks"
+        fingerprint = io.ready_fingerprint()
         # rank 0 moves blocks only once its KV layout is final, and every rank's became final in the same step
         assert fingerprint, f"rank 0 moved {tier} blocks before this rank's KV layout was final"
         return fingerprint
@@ -146,37 +142,35 @@ class RankTiers:
     def write(self, tier: str, blocks: list[tuple[str, Where]]) -> None:
         fingerprint = self._fingerprint(tier)
         mine = [(rank_key(fingerprint, key), where) for key, where in blocks]
-        io = self.disk_io if tier == "disk" else self.remote_io
+        io = self.disk_tier if tier == "disk" else self.remote_tier
         assert io is not None
         io.write_blocks(mine)
 
     def prefetch(self, tier: str, rid: str, keys: list[str]) -> None:
         fingerprint = self._fingerprint(tier)
         mine = [rank_key(fingerprint, key) for key in keys]
-        if tier == "disk":
-            assert self.disk_io is not None
-            self.reads[(tier, rid)] = self.disk_io.read_async(mine)
-        else:
-            assert self.remote_io is not None
-            self.reads[(tier, rid)] = self.remote_io.fetch_async(mine)
+        io = self.disk_tier if tier == "disk" else self.remote_tier
+        assert io is not None
+        self.reads[(tier, rid)] = io.read_async(mine)
 
     def agree(self, tier: str, rid: str) -> int:
         """How many leading blocks this rank read for the request (0 if the read failed or is late)."""
         future = self.reads[(tier, rid)]
-        timeout = self.remote_io.timeout_s if tier == "remote" and self.remote_io is not None else self.agree_timeout_s
+        remote = self.remote_tier
+        timeout = remote.timeout_s if tier == "remote" and remote is not None else self.agree_timeout_s
         try:
             return len(future.result(timeout))
         except Exception as e:  # late or failed: a store fault costs the hit on every rank, never the step
             logger.warning("HiCache %s read on a tensor-parallel rank failed: %r", tier, e)
             return 0
 
-    def _blocks(self, tier: str, rid: str, read: Read) -> DiskLoad | None:
+    def _blocks(self, tier: str, rid: str, read: Read) -> ReadBlocks | None:
         if read is None:
             return None
         offset, num_tokens = read
         blocks = self.reads[(tier, rid)].result()
         assert sum(k.shape[1] for k, _ in blocks) >= offset + num_tokens, f"rank 0 loads {tier} blocks this rank lacks"
-        return DiskLoad(blocks, offset, num_tokens)
+        return ReadBlocks(blocks, offset, num_tokens)
 
     def load(self, rid: str, dst_slots: list[int], host_slots: list[int], reads: tuple[Read, Read]) -> None:
         disk, remote = self._blocks("disk", rid, reads[0]), self._blocks("remote", rid, reads[1])
@@ -190,6 +184,6 @@ class RankTiers:
 
     def close(self) -> None:
         """Finishes the queued writes (a restart finds them), stops the threads."""
-        for io in (self.disk_io, self.remote_io):
+        for io in (self.disk_tier, self.remote_tier):
             if io is not None:
                 io.close()

@@ -1,22 +1,17 @@
 """The disk tier of HiCache: content-addressed blocks of KV in a directory that outlives the process.
 
-A block is the KV of `block_size` consecutive tokens. Its key chains SHA-256 over every earlier
-block, so a key names a whole prefix, never just the block's own tokens:
+A block is the KV of `block_size` consecutive tokens, named and encoded as `block_format.py`
+says: its key chains over every earlier block, keyed by the cache secret, the tenant namespace and
+the model's fingerprint, so a tenant's blocks are never served to another, nor to another model or
+KV dtype, and nobody without the secret can compute a guessed prompt's file name.
 
-    h_0 = sha256(fingerprint, namespace, block_size)       # model + KV layout + tenant
-    h_j+1 = sha256(h_j, tokens of block j as int32)        # key of block j = h_j+1.hex()
-
-A tenant's blocks are never served to another (the namespace is in h_0), nor to another model or
-KV dtype (the fingerprint is).
-
-Entry file `<root>/<key[:2]>/<key>.kv`:
-
-    MAGIC | u32 header length | header (JSON: key, dtype, k and v shapes) | payload (K then V, raw) | sha256
+Entry file `<root>/<key[:2]>/<key>.kv`: one entry of the block format (header, K, V, HMAC tag).
 
 Written to `<root>/tmp/` and renamed into place (atomic on POSIX), so a crash mid-write leaves
-at most a temporary file, removed on the next start. An entry whose checksum, length, key or
-shape is wrong is a miss: deleted, counted in `num_read_failures`, never served. Without fsync
-an OS crash can leave a renamed file with bad contents; the checksum catches that too.
+at most a temporary file, removed on the next start. An entry whose tag, length, key or
+shape is wrong is a miss: deleted, counted in `num_read_failures`, logged, never served; a file
+rewritten by someone without the secret fails its tag too. Without fsync an OS crash can leave a
+renamed file with bad contents; the tag catches that too.
 
 Thread-safety: the index (key -> bytes, in LRU order) is guarded by a lock; `put` and `get` may
 run on background threads while the engine thread calls `num_cached_blocks`.
@@ -24,78 +19,18 @@ run on background threads while the engine thread calls `num_cached_blocks`.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
+import logging
 import os
-import struct
 import tempfile
 import threading
 from collections import OrderedDict
 
 import torch
 
-MAGIC = b"RGKVBLK1"
-_DIGEST = 32
+from .block_format import Block, BlockFormat
+from .storage_tier import RateLimitedLog
 
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def chain_keys(tokens: list[int], namespace: object, fingerprint: str, block_size: int) -> list[str]:
-    """Keys of the full blocks of `tokens` (a trailing partial block has no key); the disk and the
-    remote tier name a block alike."""
-    h = hashlib.sha256(f"{fingerprint}|{namespace!r}|{block_size}".encode())
-    keys = []
-    for start in range(0, len(tokens) - block_size + 1, block_size):
-        h = hashlib.sha256(h.digest() + struct.pack(f"<{block_size}i", *tokens[start : start + block_size]))
-        keys.append(h.hexdigest())
-    return keys
-
-
-def rank_key(fingerprint: str, key: str) -> str:
-    """Tensor parallelism: the key of rank r's share of the block rank 0 names `key` (rank 0 names
-    blocks by `chain_keys` with its own fingerprint; every rank's fingerprint carries tp_size and
-    the rank, so no rank, nor an engine of another tp_size, reads another's files)."""
-    return hashlib.sha256(f"{fingerprint}|{key}".encode()).hexdigest()
-
-
-def encode_block(header: dict[str, object], k: torch.Tensor, v: torch.Tensor) -> list[bytes]:
-    """The entry format's parts, in order (joined, they are the entry): magic and header, K, V, digest."""
-    head = json.dumps({**header, "dtype": _dtype_name(k.dtype), "shape": list(k.shape)}).encode()
-    kb = k.contiguous().cpu().view(torch.uint8).numpy().tobytes()
-    vb = v.contiguous().cpu().view(torch.uint8).numpy().tobytes()
-    digest = hashlib.sha256(head + kb + vb).digest()
-    return [MAGIC + struct.pack("<I", len(head)) + head, kb, vb, digest]
-
-
-def decode_block(
-    data: bytes, header: dict[str, object], dtype: torch.dtype, block_shape: tuple[int, ...]
-) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(k, v) of an entry, or None when its checksum or length is wrong or its header differs from
-    `header` (key, and whatever else the writer put there) or from `dtype` and `block_shape`."""
-    start = len(MAGIC) + 4
-    if len(data) < start + _DIGEST or data[: len(MAGIC)] != MAGIC:
-        return None
-    (header_len,) = struct.unpack("<I", data[len(MAGIC) : start])
-    body = data[start:-_DIGEST]
-    if header_len > len(body) or hashlib.sha256(body).digest() != data[-_DIGEST:]:
-        return None
-    try:
-        found = json.loads(body[:header_len])
-    except ValueError:
-        return None
-    want = {**header, "dtype": _dtype_name(dtype), "shape": list(block_shape)}
-    if not isinstance(found, dict) or any(found.get(name) != value for name, value in want.items()):
-        return None
-    payload = bytearray(body[header_len:])
-    half = len(payload) // 2
-    expected = math.prod(block_shape) * torch.empty((), dtype=dtype).element_size()
-    if half != expected or len(payload) != 2 * expected:
-        return None
-    raw = torch.frombuffer(payload, dtype=torch.uint8)
-    return raw[:half].view(dtype).reshape(block_shape), raw[half:].view(dtype).reshape(block_shape)
+logger = logging.getLogger(__name__)
 
 
 class DiskStore:
@@ -108,8 +43,10 @@ class DiskStore:
         dtype: torch.dtype,
         token_shape: tuple[int, ...],
         num_layers: int,
+        block_format: BlockFormat,
     ):
         self.root = root
+        self.format = block_format
         self.capacity_bytes = capacity_bytes
         self.fingerprint = fingerprint
         self.block_size = block_size
@@ -121,6 +58,7 @@ class DiskStore:
         self.bytes_used = 0
         self.num_read_failures = 0  # corrupt, truncated, wrong-shape or vanished entries
         self.num_writes = 0
+        self._read_failure_log = RateLimitedLog()
         self._tmp_dir = os.path.join(root, "tmp")
         os.makedirs(self._tmp_dir, exist_ok=True)
         self._scan()
@@ -145,7 +83,7 @@ class DiskStore:
     # ---- keys ---------------------------------------------------------------------------------
     def block_keys(self, tokens: list[int], namespace: object) -> list[str]:
         """Keys of the full blocks of `tokens` (a trailing partial block has no key)."""
-        return chain_keys(tokens, namespace, self.fingerprint, self.block_size)
+        return self.format.chain_keys(tokens, namespace, self.fingerprint, self.block_size)
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, key[:2], key + ".kv")
@@ -184,7 +122,7 @@ class DiskStore:
         )
         if key in self:
             return
-        parts = encode_block({"key": key}, k, v)
+        parts = self.format.encode({"key": key}, k, v)
         final = self.path(key)
         os.makedirs(os.path.dirname(final), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self._tmp_dir, suffix=".tmp")
@@ -218,7 +156,7 @@ class DiskStore:
                 pass
 
     # ---- read ---------------------------------------------------------------------------------
-    def get(self, key: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def get(self, key: str) -> Block | None:
         """The block's (k, v), or None if it is absent or fails any check (then it is removed)."""
         try:
             with open(self.path(key), "rb") as f:
@@ -232,12 +170,19 @@ class DiskStore:
             self._fail(key)
         return block
 
-    def _decode(self, key: str, data: bytes) -> tuple[torch.Tensor, torch.Tensor] | None:
-        return decode_block(data, {"key": key}, self.dtype, self.block_shape)
+    def _decode(self, key: str, data: bytes) -> Block | None:
+        return self.format.decode(data, {"key": key}, self.dtype, self.block_shape)
 
     def _fail(self, key: str) -> None:
         self._forget(key)
         self.num_read_failures += 1
+        self._read_failure_log.warning(
+            logger,
+            "HiCache disk tier: %s is damaged, truncated, gone or not written with this cache secret; "
+            "a miss (%d so far)",
+            self.path(key),
+            self.num_read_failures,
+        )
         try:
             os.unlink(self.path(key))
         except FileNotFoundError:

@@ -1,19 +1,16 @@
-"""The disk tier's background work for HiCache: prefetching blocks for waiting requests on a reader
-thread and writing blocks behind the engine loop on a writer thread.
+"""HiCache's disk tier (a `StorageTier`): prefetching a `DiskStore`'s blocks for waiting requests on
+a reader thread and writing blocks behind the engine loop on a writer thread.
 
-The engine thread calls everything here except `_read_blocks` / `_write_block`. KV to be written is
-copied out of the pools on the engine thread first, so no pool page is held while a write waits;
-read blocks stay in CPU memory until the request they were read for is admitted or leaves.
+The engine thread calls everything here except `_read_blocks` / `_write_block`. A write that fails
+(a full or read-only disk) costs hits, never answers: counted in `num_write_failures` and logged,
+at most one line per `RateLimitedLog` interval.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import json
-import os
+import logging
 import threading
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,23 +19,25 @@ import torch
 
 from ..kvcache.kv_pool import KVPool
 from ..kvcache.radix_cache import TreeNode
+from .block_format import Block, kv_fingerprint, kv_needs_calibration
 from .disk_store import DiskStore
 from .host_pool import HostPool
+from .storage_tier import (
+    LOADING,
+    MISS,
+    RateLimitedLog,
+    TierMatch,
+    Where,
+    gather_kv,
+    path_slots,
+    read_after_writes,
+    read_result,
+)
 
 if TYPE_CHECKING:
     from ..distributed.tier_mirror import TierMirror
 
-Where = list[tuple[bool, int]]  # (on device, slot) of each token of a block
-
-
-@dataclass
-class DiskLoad:
-    """Blocks read for a request, holding its prompt tokens [start, start + num_tokens), where
-    start is `offset` tokens into the first block (the part before is already in memory)."""
-
-    blocks: list[tuple[torch.Tensor, torch.Tensor]]  # (k, v): [num_layers, block_size, ...] each
-    offset: int
-    num_tokens: int
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -48,7 +47,9 @@ class _Prefetch:
     num_agreed: int | None = None  # tensor parallelism: the blocks every rank has read
 
 
-class DiskIO:
+class DiskTier:
+    name = "disk"
+
     def __init__(self, store: DiskStore, device: KVPool, host: HostPool, model_path: str, tp: tuple[int, int] = (1, 0)):
         self.disk_store = store
         self._tp = tp  # (tp_size, rank): a rank's KV holds its own heads
@@ -64,6 +65,7 @@ class DiskIO:
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-write")
         self.num_backup_tokens = 0
         self.num_write_failures = 0
+        self._write_failure_log = RateLimitedLog()
         self.mirror: TierMirror | None = None  # tensor parallelism: the same reads and writes on ranks 1..N-1
 
     @property
@@ -77,14 +79,18 @@ class DiskIO:
             store.fingerprint = kv_fingerprint(self._model_path, self.device, *self._tp)
         return store
 
+    def ready_fingerprint(self) -> str | None:
+        store = self.ready_store
+        return store.fingerprint if store is not None else None
+
     # ---- reads --------------------------------------------------------------------------------
-    def match(self, rid: str, tokens: Sequence[int], namespace: Hashable, num_in_memory: int) -> DiskLoad | bool | None:
+    def match(self, rid: str, tokens: Sequence[int], namespace: Hashable, num_in_memory: int) -> TierMatch:
         """The disk part of a prefix past the `num_in_memory` tokens found on device and host:
-        a DiskLoad once its blocks are read, True while they are being read (the request waits),
-        None when the disk has nothing more."""
+        its blocks once read, loading while they are being read (the request waits), a miss when
+        the disk has nothing more."""
         store = self.ready_store
         if store is None:
-            return None
+            return MISS
         bs = store.block_size
         cached = self._keys.get(rid)
         if cached is None or cached[0] != len(tokens):
@@ -94,26 +100,22 @@ class DiskIO:
         p = self._prefetches.get(rid)
         if p is None:
             if num_blocks * bs <= num_in_memory:
-                return None
+                return MISS
             first = num_in_memory // bs
             future = self._reader.submit(self._read_blocks, keys[first:num_blocks])
             self._track(future)
             self._prefetches[rid] = _Prefetch(first, future)
             if self.mirror is not None:
                 self.mirror.prefetch("disk", rid, keys[first:num_blocks])
-            return True
+            return LOADING
         if not p.future.done():
-            return True
+            return LOADING
         blocks = p.future.result()
         if self.mirror is not None:  # a block missing or damaged on any rank is a miss on every rank
             blocks = self.mirror.agreed("disk", rid, p, blocks)
-        start = p.first_block * bs
-        end = start + len(blocks) * bs
-        if start > num_in_memory or end <= num_in_memory:
-            return None
-        return DiskLoad(blocks, num_in_memory - start, end - num_in_memory)
+        return read_result(p.first_block, bs, blocks, num_in_memory)
 
-    def _read_blocks(self, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _read_blocks(self, keys: list[str]) -> list[Block]:
         blocks = []
         for key in keys:
             block = self.disk_store.get(key)
@@ -143,21 +145,23 @@ class DiskIO:
         self._keys.pop(rid, None)
 
     # ---- writes -------------------------------------------------------------------------------
-    def write_path(self, path: list[TreeNode], namespace: Hashable) -> None:
-        """Queues the full blocks of the tokens along `path` (root first) that the disk lacks."""
+    def write_path(self, path: list[TreeNode], namespace: Hashable) -> int:
+        """Queues the full blocks of the tokens along `path` (root first) that the disk lacks;
+        returns how many leading tokens of the path the disk will then hold (0: nothing queued)."""
         store = self.ready_store
         if store is None:
-            return
+            return 0
         keys = store.block_keys([t for n in path for t in n.key], namespace)
         todo = [j for j, key in enumerate(keys) if key not in self._pending_writes and key not in store]
         if not todo:
-            return
+            return 0
         where = path_slots(path)
         bs = store.block_size
         blocks = [(keys[j], where[j * bs : (j + 1) * bs]) for j in todo]
         self.write_blocks(blocks)
         if self.mirror is not None:
             self.mirror.write("disk", blocks)
+        return (todo[-1] + 1) * bs
 
     def write_blocks(self, blocks: list[tuple[str, Where]]) -> None:
         """Queues the blocks (key, where its tokens' KV is) that are neither stored nor queued."""
@@ -172,8 +176,15 @@ class DiskIO:
         try:
             self.disk_store.put(key, k, v)
             self.num_backup_tokens += self.disk_store.block_size
-        except OSError:
+        except OSError as e:
             self.num_write_failures += 1  # a full or read-only disk costs hits, never answers
+            self._write_failure_log.warning(
+                logger,
+                "HiCache disk tier: writing a block under %s failed (%s); %d write failures so far",
+                self.disk_store.root,
+                e,
+                self.num_write_failures,
+            )
         finally:
             with self._lock:
                 self._pending_writes.discard(key)
@@ -197,107 +208,18 @@ class DiskIO:
         # Engines started later on the same directory (a restart within one process) add files.
         self.disk_store.check_consistency(sole_writer=False)
 
+    def stats(self) -> dict[str, object]:
+        store = self.disk_store
+        return {
+            "hicache_bytes_used_disk": store.bytes_used,
+            "hicache_disk_capacity_bytes": store.capacity_bytes,
+            "hicache_disk_entries": len(store),
+            "hicache_backup_tokens_disk": self.num_backup_tokens,
+            "hicache_disk_read_failures": store.num_read_failures,
+            "hicache_disk_write_failures": self.num_write_failures,
+        }
+
     def close(self) -> None:
         """Finishes queued writes (so a restart finds them) and stops the threads."""
         self._reader.shutdown(wait=True)
         self._writer.shutdown(wait=True)
-
-
-def gather_kv(device: KVPool, host: HostPool, where: list[tuple[bool, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """KV of tokens on the device (True) or the host (False): k, v [num_layers, n, ...] on the CPU."""
-    ks: list[list[torch.Tensor]] = []
-    vs: list[list[torch.Tensor]] = []
-    for on_device, run in itertools.groupby(where, key=lambda w: w[0]):
-        slots = [s for _, s in run]
-        if on_device:
-            k, v = device.read(torch.tensor(slots, dtype=torch.int64, device=device.device))
-        else:
-            k, v = host.read(slots)
-        ks.append([x.cpu() for x in k])
-        vs.append([x.cpu() for x in v])
-    return (
-        torch.stack([torch.cat(layer) for layer in zip(*ks, strict=False)]),
-        torch.stack([torch.cat(layer) for layer in zip(*vs, strict=False)]),
-    )
-
-
-def copy_to_device(
-    device: KVPool,
-    host: HostPool,
-    dst_slots: list[int],
-    host_slots: list[int],
-    reads: tuple[DiskLoad | None, ...],
-) -> None:
-    """Host KV, then each read's blocks (disk, remote), into device slots `dst_slots`, in that order."""
-    h = len(host_slots)
-    dev = device.device
-    if h:
-        ks, vs = host.read(host_slots)
-        idx = torch.tensor(dst_slots[:h], dtype=torch.int64, device=dev)
-        # Synchronous on purpose: once unlocked, these host pages may be rewritten in this same step.
-        device.write(idx, [k.to(dev) for k in ks], [v.to(dev) for v in vs])
-    start = h
-    for blocks in reads:
-        if blocks is None or not blocks.num_tokens:
-            continue
-        k = torch.cat([b[0] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
-        v = torch.cat([b[1] for b in blocks.blocks], dim=1)[:, blocks.offset : blocks.offset + blocks.num_tokens]
-        idx = torch.tensor(dst_slots[start : start + blocks.num_tokens], dtype=torch.int64, device=dev)
-        device.write(idx, [x.to(dev) for x in k.unbind(0)], [x.to(dev) for x in v.unbind(0)])
-        start += blocks.num_tokens
-
-
-def path_slots(path: list[TreeNode]) -> list[tuple[bool, int]]:
-    """(on device, slot) of every token along `path`, root first; device KV preferred over host."""
-    out: list[tuple[bool, int]] = []
-    for n in path:
-        if n.device_slots is not None:
-            out.extend((True, s) for s in n.device_slots)
-        else:
-            assert n.host_slots is not None, "a node on the path is on neither tier"
-            out.extend((False, s) for s in n.host_slots)
-    return out
-
-
-def kv_needs_calibration(pool: KVPool) -> bool:
-    """An FP8 pool that calibrates its scales on its first batch has no stable fingerprint before it."""
-    return any(getattr(pool, "_needs_scales", ()))
-
-
-def kv_fingerprint(model_path: str, pool: KVPool, tp_size: int = 1, tp_rank: int = 0) -> str:
-    """Identifies the model and the KV layout, so the disk and the remote store never serve another
-    model's KV (or KV in another dtype, scale, or tensor-parallel shard): config.json, the weight
-    files' sizes and edges, the pool's layout and FP8 scales, tp_size and rank."""
-    h = hashlib.sha256()
-    with open(os.path.join(model_path, "config.json"), "rb") as f:
-        h.update(f.read())
-    for name in sorted(os.listdir(model_path)):
-        if name.endswith(".safetensors"):
-            path = os.path.join(model_path, name)
-            size = os.path.getsize(path)
-            with open(path, "rb") as f:
-                head = f.read(1 << 20)
-                f.seek(max(0, size - (1 << 20)))
-                tail = f.read()
-            h.update(f"{name}:{size}".encode() + hashlib.sha256(head + tail).digest())
-    layout = {
-        "dtype": str(pool.k_buffers[0].dtype),
-        "shape": list(pool.k_buffers[0].shape[1:]),
-        "layers": pool.num_layers,
-        "k_scales": [float(s) for s in pool.k_scales],
-        "v_scales": [float(s) for s in pool.v_scales],
-        "tp": [tp_size, tp_rank],
-    }
-    h.update(json.dumps(layout, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-def read_after_writes(writer: ThreadPoolExecutor, reader: ThreadPoolExecutor, read: Callable, keys: list) -> Future:
-    """`read(keys)` on the reader thread, once every write queued before on `writer` (one thread) is done."""
-    written = writer.submit(lambda: None)
-
-    def run() -> list[tuple[torch.Tensor, torch.Tensor]]:
-        written.result()
-        return read(keys)
-
-    return reader.submit(run)

@@ -1,20 +1,26 @@
 """The Redis backend of HiCache's remote tier (`radixgate[redis]`, redis-py).
 
+The password, when Redis asks for one, comes from `RADIXGATE_REDIS_PASSWORD_FILE` or
+`RADIXGATE_REDIS_PASSWORD` (`storage_backend.redis_password`), never from the URL on a command line.
 Keys are `key_prefix + block key`; a value is written with `SET` (with `EX ttl_s` when a TTL is
 given) and read with `MGET`. Which blocks Redis keeps is Redis's policy (`maxmemory` and
 `maxmemory-policy allkeys-lru`, or the TTL): a block it dropped is a miss.
 
 Calls carry `timeout_s` on the socket and are never retried by redis-py: a refused, reset or
 timed-out call raises `StoreUnavailable` and opens an outage of `retry_interval_s` during which
-calls fail at once. The connection pool reconnects on the first call after it.
+calls fail at once; the start of each outage is logged. The connection pool reconnects on the first
+call after it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 from .storage_backend import StoreUnavailable
+
+logger = logging.getLogger(__name__)
 
 _MGET_BATCH = 16  # values per MGET, so a long prefix of large blocks is not one huge reply
 
@@ -22,7 +28,15 @@ _MGET_BATCH = 16  # values per MGET, so a long prefix of large blocks is not one
 class RedisStore:
     name = "redis"
 
-    def __init__(self, url: str, key_prefix: str, ttl_s: float, timeout_s: float, retry_interval_s: float):
+    def __init__(
+        self,
+        url: str,
+        key_prefix: str,
+        ttl_s: float,
+        timeout_s: float,
+        retry_interval_s: float,
+        password: str | None = None,
+    ):
         try:
             import redis
             from redis.backoff import NoBackoff
@@ -33,6 +47,7 @@ class RedisStore:
         self._redis_error = redis.RedisError
         self._client = redis.Redis.from_url(
             url,
+            password=password,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             retry=Retry(NoBackoff(), 0),
@@ -58,10 +73,20 @@ class RedisStore:
             return fn()
         except self._errors as e:
             with self._lock:
-                if self.is_up:
+                starts = self.is_up
+                if starts:
                     self.generation += 1
                 self.num_errors += 1
                 self._down_until = time.monotonic() + self.retry_interval_s
+            if starts:
+                logger.warning(
+                    "HiCache remote tier: Redis at %s is down (%s: %s); outage %d, skipping it for %.1fs",
+                    self.url,
+                    type(e).__name__,
+                    e,
+                    self.generation,
+                    self.retry_interval_s,
+                )
             raise StoreUnavailable(f"{self.url}: {type(e).__name__}: {e}") from e
         except self._redis_error as e:  # answered with an error (e.g. OOM under noeviction): no outage
             self.num_errors += 1

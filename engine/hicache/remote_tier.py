@@ -1,12 +1,14 @@
-"""HiCache's remote tier: KV blocks in a store that every worker of the model shares (a
-`StorageBackend`, e.g. Redis), one tier below the local disk.
+"""HiCache's remote tier (a `StorageTier`): KV blocks in a store that every worker of the model
+shares (a `StorageBackend`, e.g. Redis), one tier below the local disk.
 
-Blocks and keys are the disk tier's: `DISK_BLOCK_TOKENS`-token blocks named by hashes chained over
-the tokens, the tenant namespace and the KV fingerprint (model, KV dtype and layout, FP8 scales,
-tp_size and rank), so workers share exactly the blocks that give the same tokens and a tenant never
-sees another's. A value is the disk tier's entry format with the fingerprint in its header too; one
-that fails its checksum, is truncated, or names another key, fingerprint, dtype or shape is a miss
-(`num_read_failures`) and is overwritten by the next write of that block.
+Blocks and keys are the disk tier's (`block_format.py`): `DISK_BLOCK_TOKENS`-token blocks named by
+hashes chained over the tokens, keyed by the cache secret, the tenant namespace and the KV
+fingerprint (model, KV dtype and layout, FP8 scales, tp_size and rank), so workers with the same
+secret share exactly the blocks that give the same tokens, a tenant never sees another's, and
+nobody without the secret can compute a guessed prompt's keys. A value is the disk tier's entry
+format with the fingerprint in its header too; one that fails its HMAC tag (damaged, or rewritten
+by someone without the secret), is truncated, or names another key, fingerprint, dtype or shape is
+a miss (`num_read_failures`, logged) and is overwritten by the next write of that block.
 
 Nothing here touches the network on the engine thread:
 - reads: the first time the scheduler looks at a request, a reader-thread job asks the store which
@@ -16,7 +18,8 @@ Nothing here touches the network on the engine thread:
 - writes: a block's KV is copied out of the pools on the engine thread (as for the disk), then
   encoded and sent by the writer thread. At most `max_pending_blocks` wait; more are dropped
   (`num_writes_dropped`), so a slow store costs hits, never memory or time.
-- while the store is down (`StorageBackend.is_up`), reads and writes are skipped altogether.
+- while the store is down (`StorageBackend.is_up`), reads and writes are skipped altogether; a
+  failed call is logged (at most one line per `RateLimitedLog` interval).
 Blocks this worker wrote or read are remembered (`_known`, bounded) and not sent again; the memory
 is dropped at each outage, since a restarted store comes back empty.
 """
@@ -36,10 +39,20 @@ import torch
 
 from ..kvcache.kv_pool import KVPool
 from ..kvcache.radix_cache import TreeNode
-from .disk_io import DiskLoad, Where, gather_kv, kv_fingerprint, kv_needs_calibration, path_slots, read_after_writes
-from .disk_store import chain_keys, decode_block, encode_block
+from .block_format import Block, BlockFormat, kv_fingerprint, kv_needs_calibration
 from .host_pool import HostPool
 from .storage_backend import StorageBackend, StoreUnavailable
+from .storage_tier import (
+    LOADING,
+    MISS,
+    RateLimitedLog,
+    TierMatch,
+    Where,
+    gather_kv,
+    path_slots,
+    read_after_writes,
+    read_result,
+)
 
 if TYPE_CHECKING:
     from ..distributed.tier_mirror import TierMirror
@@ -56,10 +69,13 @@ class _Fetch:
     num_agreed: int | None = None  # tensor parallelism: the blocks every rank has fetched
 
 
-class RemoteIO:
+class RemoteTier:
+    name = "remote"
+
     def __init__(
         self,
         backend: StorageBackend,
+        block_format: BlockFormat,
         device: KVPool,
         host: HostPool,
         model_path: str,
@@ -69,6 +85,7 @@ class RemoteIO:
         max_pending_blocks: int = 64,
     ):
         self.backend = backend
+        self.format = block_format
         self.device = device
         self.host = host
         self.block_size = block_size
@@ -94,6 +111,8 @@ class RemoteIO:
         self.num_write_failures = 0  # blocks whose write the store did not take
         self.num_writes_dropped = 0  # blocks not sent: the store was down or the queue full
         self.num_fetch_timeouts = 0  # requests that stopped waiting for a read
+        self._read_failure_log = RateLimitedLog()
+        self._store_error_log = RateLimitedLog()
         self.mirror: TierMirror | None = None  # tensor parallelism: the same reads and writes on ranks 1..N-1
 
     def ready_fingerprint(self) -> str | None:
@@ -102,71 +121,78 @@ class RemoteIO:
         return self.fingerprint
 
     # ---- reads (engine thread) ----------------------------------------------------------------
-    def match(self, rid: str, tokens: Sequence[int], namespace: Hashable, num_in_memory: int) -> DiskLoad | bool | None:
+    def match(self, rid: str, tokens: Sequence[int], namespace: Hashable, num_in_memory: int) -> TierMatch:
         """The remote part of a prefix past the `num_in_memory` tokens found on device, host and
-        disk: a DiskLoad once its blocks are fetched, True while they are being fetched (the
-        request waits), None when the store has nothing more or took longer than `timeout_s`."""
+        disk: its blocks once fetched, loading while they are being fetched (the request waits), a
+        miss when the store has nothing more or took longer than `timeout_s`."""
         fingerprint = self.ready_fingerprint()
         if fingerprint is None:
-            return None
+            return MISS
         bs = self.block_size
         f = self._fetches.get(rid)
         if f is None:
             cached = self._keys.get(rid)
             if cached is None or cached[0] != len(tokens):
-                cached = self._keys[rid] = (len(tokens), chain_keys(list(tokens), namespace, fingerprint, bs))
+                keys = self.format.chain_keys(list(tokens), namespace, fingerprint, bs)
+                cached = self._keys[rid] = (len(tokens), keys)
             first = num_in_memory // bs
             if first >= len(cached[1]) or not self.backend.is_up:
-                return None
+                return MISS
             future = self._reader.submit(self._fetch, cached[1][first:])
             self._track(future)
             self._fetches[rid] = _Fetch(first, future, time.monotonic() + self.timeout_s)
             if self.mirror is not None:
                 self.mirror.prefetch("remote", rid, cached[1][first:])
-            return True
+            return LOADING
         if not f.future.done():
             if time.monotonic() < f.deadline:
-                return True
+                return LOADING
             if f.deadline != float("inf"):
                 f.deadline = float("inf")  # given up on; counted once
                 self.num_fetch_timeouts += 1
-            return None
+            return MISS
         if f.deadline == float("inf") or f.future.cancelled():
-            return None
+            return MISS
         if f.future.exception() is not None:  # a store fault costs the hit, never the engine loop
             logger.warning("HiCache remote read failed: %r", f.future.exception())
             f.deadline = float("inf")
-            return None
+            return MISS
         blocks = f.future.result()
         if self.mirror is not None:  # a block missing or damaged on any rank is a miss on every rank
             blocks = self.mirror.agreed("remote", rid, f, blocks)
-        start = f.first_block * bs
-        end = start + len(blocks) * bs
-        if start > num_in_memory or end <= num_in_memory:
-            return None
-        return DiskLoad(blocks, num_in_memory - start, end - num_in_memory)
+        return read_result(f.first_block, bs, blocks, num_in_memory)
 
-    def _fetch(self, keys: list[str]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _fetch(self, keys: list[str]) -> list[Block]:
         """Reader thread: the leading stored blocks of `keys`, checked; stops at the first miss."""
         try:
             present = self.backend.exists(keys)
             n = next((i for i, p in enumerate(present) if not p), len(keys))
             values = self.backend.get(keys[:n]) if n else []
-        except StoreUnavailable:
+        except StoreUnavailable as e:
+            self._store_error_log.warning(logger, "HiCache remote tier: reading blocks failed: %s", e)
             return []
         blocks = []
         header = {"fingerprint": self.fingerprint}
         for key, value in zip(keys, values, strict=False):
-            block = None if value is None else decode_block(value, {**header, "key": key}, self.dtype, self.block_shape)
+            block = None
+            if value is not None:
+                block = self.format.decode(value, {**header, "key": key}, self.dtype, self.block_shape)
             if block is None:
                 if value is not None:  # None: evicted between the two calls
                     self.num_read_failures += 1
+                    self._read_failure_log.warning(
+                        logger,
+                        "HiCache remote tier: the value at %s is damaged, truncated, for another model or not "
+                        "written with this cache secret; a miss (%d so far)",
+                        getattr(self.backend, "key_prefix", "") + key,
+                        self.num_read_failures,
+                    )
                 break
             blocks.append(block)
             self._remember(key)
         return blocks
 
-    def fetch_async(self, keys: list[str]) -> Future:
+    def read_async(self, keys: list[str]) -> Future:
         """Ranks 1..N-1: fetches the leading stored blocks of `keys` on the reader thread, after every
         write queued before (rank 0 saw its own write finish; this rank's may lag)."""
         future = read_after_writes(self._writer, self._reader, self._fetch, keys)
@@ -208,7 +234,7 @@ class RemoteIO:
         if fingerprint is None:
             return 0
         bs = self.block_size
-        keys = chain_keys([t for n in path for t in n.key], namespace, fingerprint, bs)
+        keys = self.format.chain_keys([t for n in path for t in n.key], namespace, fingerprint, bs)
         todo = self._to_send(keys)
         if not todo:
             return 0
@@ -245,13 +271,20 @@ class RemoteIO:
         """Writer thread: encodes and stores the blocks in one round trip."""
         try:
             header = {"fingerprint": self.fingerprint}
-            items = [(key, b"".join(encode_block({**header, "key": key}, k, v))) for key, k, v in blocks]
+            items = [(key, b"".join(self.format.encode({**header, "key": key}, k, v))) for key, k, v in blocks]
             self.backend.set(items)
             for key, _, _ in blocks:
                 self._remember(key)
             self.num_backup_tokens += len(blocks) * self.block_size
-        except StoreUnavailable:
+        except StoreUnavailable as e:
             self.num_write_failures += len(blocks)  # costs hits on other workers, never an answer
+            self._store_error_log.warning(
+                logger,
+                "HiCache remote tier: writing %d blocks failed: %s; %d write failures so far",
+                len(blocks),
+                e,
+                self.num_write_failures,
+            )
         finally:
             with self._lock:
                 self._pending.difference_update(key for key, _, _ in blocks)

@@ -5,7 +5,7 @@ here Redis).
 A backend stores opaque values by key and promises nothing about keeping them: its own memory
 policy (Redis's `maxmemory` with LRU, a TTL) may drop any block, and a restart may drop all of them.
 What a value means (the KV of one block, checksummed, naming its key and model fingerprint) is the
-remote tier's business (`remote_io.py`), not the backend's.
+remote tier's business (`remote_tier.py`), not the backend's.
 
 Every method is called on HiCache's background threads, never on the engine loop. A method either
 answers within the backend's timeout or raises `StoreUnavailable`; after that the backend counts
@@ -17,6 +17,12 @@ what it believed the store held (a restarted store comes back empty).
 from __future__ import annotations
 
 from typing import Protocol
+from urllib.parse import urlsplit
+
+from ..config import _env
+
+REDIS_PASSWORD_ENV = "RADIXGATE_REDIS_PASSWORD"
+REDIS_PASSWORD_FILE_ENV = "RADIXGATE_REDIS_PASSWORD_FILE"
 
 
 class StoreUnavailable(Exception):
@@ -56,11 +62,31 @@ def create_backend(name: str, options: dict[str, object]) -> StorageBackend:
     if name == "redis":
         from .redis_store import RedisStore
 
+        url = str(options["url"])
+        if urlsplit(url).password:
+            raise ValueError(
+                f"hicache_storage_backend_extra_config: the url carries a password; set {REDIS_PASSWORD_FILE_ENV} "
+                f"(a file holding it) or {REDIS_PASSWORD_ENV} instead (a command line is readable by every user)"
+            )
         return RedisStore(
-            url=str(options["url"]),
+            url=url,
+            password=redis_password(),
             key_prefix=str(options["key_prefix"]),
             ttl_s=float(options["ttl_s"]),  # type: ignore[arg-type]
             timeout_s=float(options["timeout_s"]),  # type: ignore[arg-type]
             retry_interval_s=float(options["retry_interval_s"]),  # type: ignore[arg-type]
         )
     raise ValueError(f"unknown HiCache storage backend {name!r}")
+
+
+def redis_password() -> str | None:
+    """The Redis password: the file named by RADIXGATE_REDIS_PASSWORD_FILE, else RADIXGATE_REDIS_PASSWORD."""
+    path = _env("REDIS_PASSWORD_FILE")
+    if path:
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError as e:
+            message = f"{REDIS_PASSWORD_FILE_ENV}={path}: cannot read the Redis password: {e.strerror}"
+            raise ValueError(message) from None
+    return _env("REDIS_PASSWORD") or None

@@ -1,4 +1,5 @@
-"""HiCache: the controller that moves KV between the device pool, the host pool and the disk store.
+"""HiCache's tier controller: moves KV between the device pool, the host pool and the storage tiers
+below them (the disk tier and the remote store, `StorageTier`s).
 
 Where a cached token's KV lives (a radix node's `device_slots` and `host_slots`):
 
@@ -38,29 +39,30 @@ import torch
 from ..config import HICACHE_WRITE_POLICIES
 from ..kvcache.kv_pool import KVPool
 from ..kvcache.radix_cache import RadixCache, TreeNode
-from .disk_io import DiskIO, DiskLoad, copy_to_device
 from .disk_store import DiskStore
+from .disk_tier import DiskTier
 from .host_pool import HostPool
-from .remote_io import RemoteIO
+from .remote_tier import RemoteTier
+from .storage_tier import ReadBlocks, copy_to_device
 
 if TYPE_CHECKING:
     from ..distributed.tier_mirror import TierMirror
 
 
-class HiCache:
+class TierController:
     def __init__(
         self,
         device: KVPool,
         host: HostPool,
-        disk_io: DiskIO | None,
+        disk_tier: DiskTier | None,
         write_policy: str,
-        remote_io: RemoteIO | None = None,
+        remote_tier: RemoteTier | None = None,
     ):
         assert write_policy in HICACHE_WRITE_POLICIES, write_policy
         self.device = device
         self.host = host
-        self.disk_io = disk_io
-        self.remote_io = remote_io
+        self.disk_tier = disk_tier
+        self.remote_tier = remote_tier
         self.write_policy = write_policy
         self._tree: RadixCache | None = None
         self._heap: list[tuple[int, int, TreeNode]] = []  # host LRU, lazily invalidated
@@ -74,7 +76,7 @@ class HiCache:
     @property
     def tree(self) -> RadixCache:
         """The radix cache this controller serves, set once by `attach`."""
-        assert self._tree is not None, "HiCache used before attach()"
+        assert self._tree is not None, "TierController used before attach()"
         return self._tree
 
     def attach(self, tree: RadixCache) -> None:
@@ -110,11 +112,11 @@ class HiCache:
         return True
 
     def backup(self, node: TreeNode) -> None:
-        """Backs up the device nodes on the path to `node` (host) and its full blocks (disk)."""
+        """Backs up the device nodes on the path to `node` (host) and its full blocks (disk, remote)."""
         for n in self.tree.path_to(node):
             if n.device_slots is not None and n.host_slots is None:
                 self._copy_to_host(n)
-        self.write_disk(node)
+        self.write_storage(node)
 
     def on_insert(self, node: TreeNode) -> None:
         if self.write_policy == "write_through":
@@ -156,7 +158,7 @@ class HiCache:
                 self.tree.drop_host_slots(node)
                 continue
             if self.write_policy == "write_back":
-                self.write_disk(node)
+                self.write_storage(node)
             parent = node.parent
             assert parent is not None  # roots are never pushed
             self.tree.remove_subtree(node)
@@ -182,8 +184,8 @@ class HiCache:
         self,
         dst_slots: list[int],
         host_slots: list[int],
-        disk: DiskLoad | None,
-        remote: DiskLoad | None = None,
+        disk: ReadBlocks | None,
+        remote: ReadBlocks | None = None,
         rid: str = "",
     ) -> None:
         """Copies host KV, then disk KV, then remote KV into device slots `dst_slots` (in that order);
@@ -195,61 +197,59 @@ class HiCache:
         self.num_disk_loaded_tokens += disk.num_tokens if disk is not None else 0
         self.num_remote_loaded_tokens += remote.num_tokens if remote is not None else 0
 
-    # ---- disk ---------------------------------------------------------------------------------
+    # ---- storage tiers (disk, remote) ---------------------------------------------------------
     @property
     def disk(self) -> DiskStore | None:
-        return self.disk_io.ready_store if self.disk_io is not None else None
+        return self.disk_tier.ready_store if self.disk_tier is not None else None
 
     def match_storage(
         self, rid: str, tokens, namespace, num_in_memory: int
-    ) -> tuple[DiskLoad | None, DiskLoad | None, bool]:
+    ) -> tuple[ReadBlocks | None, ReadBlocks | None, bool]:
         """The prefix past the `num_in_memory` tokens on device and host: (disk part, remote part,
-        still reading). See `DiskIO.match` and `RemoteIO.match`; the remote tier is asked once the
-        disk's blocks are read, for the blocks past them."""
-        disk = self.disk_io.match(rid, tokens, namespace, num_in_memory) if self.disk_io is not None else None
-        if disk is True:
+        still reading). The remote tier is asked once the disk's blocks are read, for the blocks
+        past them."""
+        disk = self.disk_tier.match(rid, tokens, namespace, num_in_memory) if self.disk_tier is not None else None
+        if disk is not None and disk.is_loading:
             return None, None, True
-        disk = disk or None
-        if self.remote_io is None:
-            return disk, None, False
-        remote = self.remote_io.match(rid, tokens, namespace, num_in_memory + (disk.num_tokens if disk else 0))
-        if remote is True:
-            return disk, None, True
-        return disk, remote or None, False
+        on_disk = disk.blocks if disk is not None else None
+        if self.remote_tier is None:
+            return on_disk, None, False
+        remote = self.remote_tier.match(rid, tokens, namespace, num_in_memory + (on_disk.num_tokens if on_disk else 0))
+        return on_disk, remote.blocks, remote.is_loading
 
-    def write_disk(self, node: TreeNode) -> None:
-        """Queues the full blocks of the path root..node that the disk and the remote store lack."""
-        if self.disk_io is None and self.remote_io is None:
+    def write_storage(self, node: TreeNode) -> None:
+        """Queues the full blocks of the path root..node that the disk tier and the remote store lack."""
+        if self.disk_tier is None and self.remote_tier is None:
             return
         path, namespace = self.tree.path_to(node), self.tree.namespace_of(node)
-        if self.disk_io is not None:
-            self.disk_io.write_path(path, namespace)
-        if self.remote_io is not None:
-            stored = self.remote_io.write_path(path, namespace)
+        if self.disk_tier is not None:
+            self.disk_tier.write_path(path, namespace)
+        if self.remote_tier is not None:
+            stored = self.remote_tier.write_path(path, namespace)
             if stored and self.tree.events is not None:  # every worker on the store can load these
                 tokens = [t for n in path for t in n.key][:stored]
                 self.tree.events.stored_prefix(tokens, namespace, "REMOTE")
 
     def wait_prefetch(self, timeout: float) -> None:
-        if self.disk_io is not None:
-            self.disk_io.wait(timeout)
-        if self.remote_io is not None:
-            self.remote_io.wait(timeout)
+        if self.disk_tier is not None:
+            self.disk_tier.wait(timeout)
+        if self.remote_tier is not None:
+            self.remote_tier.wait(timeout)
 
     def forget(self, rid: str) -> None:
         if self.mirror is not None:
             self.mirror.forget(rid)
-        if self.disk_io is not None:
-            self.disk_io.forget(rid)
-        if self.remote_io is not None:
-            self.remote_io.forget(rid)
+        if self.disk_tier is not None:
+            self.disk_tier.forget(rid)
+        if self.remote_tier is not None:
+            self.remote_tier.forget(rid)
 
     def drain(self) -> None:
         """Waits for every background disk and remote read and write to finish."""
-        if self.disk_io is not None:
-            self.disk_io.drain()
-        if self.remote_io is not None:
-            self.remote_io.drain()
+        if self.disk_tier is not None:
+            self.disk_tier.drain()
+        if self.remote_tier is not None:
+            self.remote_tier.drain()
 
     # ---- lifecycle and checks -----------------------------------------------------------------
     def check_idle_invariant(self) -> None:
@@ -266,35 +266,37 @@ class HiCache:
         )
         assert not [n for n in nodes if n.host_lock_ref], "radix nodes still host-locked while idle"
         assert all(n.device_slots is not None or n.host_slots is not None for n in nodes), "a node with no KV anywhere"
-        if self.disk_io is not None:
-            self.disk_io.check_idle()
-        if self.remote_io is not None:
-            self.remote_io.check_idle()
+        if self.disk_tier is not None:
+            self.disk_tier.check_idle()
+        if self.remote_tier is not None:
+            self.remote_tier.check_idle()
 
     def stats(self, device_used_tokens: int) -> dict[str, object]:
         """Per-tier figures for `Engine.stats()` (token counters are totals since start)."""
-        disk = self.disk_io.disk_store if self.disk_io is not None else None
+        disk = {
+            "hicache_bytes_used_disk": 0,
+            "hicache_disk_capacity_bytes": 0,
+            "hicache_disk_entries": 0,
+            "hicache_backup_tokens_disk": 0,
+            "hicache_disk_read_failures": 0,
+            "hicache_disk_write_failures": 0,
+        }
         return {
             "hicache_write_policy": self.write_policy,
             "hicache_bytes_used_device": device_used_tokens * self.host.bytes_per_token,
             "hicache_host_capacity_tokens": self.host.capacity,
             "hicache_host_used_tokens": self.tree.host_size,
             "hicache_bytes_used_host": self.tree.host_size * self.host.bytes_per_token,
-            "hicache_bytes_used_disk": disk.bytes_used if disk else 0,
-            "hicache_disk_capacity_bytes": disk.capacity_bytes if disk else 0,
-            "hicache_disk_entries": len(disk) if disk else 0,
             "hicache_loaded_tokens_host": self.num_host_loaded_tokens,
             "hicache_loaded_tokens_disk": self.num_disk_loaded_tokens,
             "hicache_backup_tokens_host": self.num_host_backup_tokens,
-            "hicache_backup_tokens_disk": self.disk_io.num_backup_tokens if self.disk_io else 0,
-            "hicache_disk_read_failures": disk.num_read_failures if disk else 0,
-            "hicache_disk_write_failures": self.disk_io.num_write_failures if self.disk_io else 0,
+            **(self.disk_tier.stats() if self.disk_tier is not None else disk),
             "hicache_loaded_tokens_remote": self.num_remote_loaded_tokens,
-            **(self.remote_io.stats() if self.remote_io is not None else {}),
+            **(self.remote_tier.stats() if self.remote_tier is not None else {}),
         }
 
     def close(self) -> None:
-        if self.disk_io is not None:
-            self.disk_io.close()
-        if self.remote_io is not None:
-            self.remote_io.close()
+        if self.disk_tier is not None:
+            self.disk_tier.close()
+        if self.remote_tier is not None:
+            self.remote_tier.close()

@@ -1,37 +1,39 @@
 """Building HiCache's tiers from the engine's config: the host pool, the disk tier and the remote
-tier of one rank, and rank 0's controller over them."""
+tier of one rank, and rank 0's tier controller over them; the cache secret that keys their blocks."""
 
 from __future__ import annotations
 
 import logging
 import os
 
+from ..cache_secret import SECRET_ENV, SECRET_FILE_ENV, load_cache_secret
 from ..config import EngineConfig
 from ..kvcache.kv_pool import KVPool
-from .controller import HiCache
-from .disk_io import DiskIO
+from .block_format import BlockFormat
 from .disk_store import DiskStore
+from .disk_tier import DiskTier
 from .host_pool import HostPool
-from .remote_io import RemoteIO
+from .remote_tier import RemoteTier
 from .storage_backend import create_backend
+from .tier_controller import TierController
 
 logger = logging.getLogger(__name__)
 
 DISK_BLOCK_TOKENS = 64  # a multiple of every page size; 128 KiB files for the tiny model
 
 
-def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> HiCache:
+def build_hicache(config: EngineConfig, pool: KVPool, model_path: str) -> TierController:
     """The host tier sized by `hicache_size` (GB) or `hicache_ratio` x the device pool, the disk
     tier in `hicache_storage_dir` (if given) with a `hicache_storage_size` GB budget, and the remote
     tier on `hicache_storage_backend` (if given). A store that does not answer at start is a
     warning, not an error: the engine serves, and the tier joins once the store answers."""
-    host, disk_io, remote_io = build_tiers(config, pool, model_path)
-    return HiCache(pool, host, disk_io, config.hicache_write_policy, remote_io)
+    host, disk_tier, remote_tier = build_tiers(config, pool, model_path)
+    return TierController(pool, host, disk_tier, config.hicache_write_policy, remote_tier)
 
 
 def build_tiers(
     config: EngineConfig, pool: KVPool, model_path: str, rank: int = 0
-) -> tuple[HostPool, DiskIO | None, RemoteIO | None]:
+) -> tuple[HostPool, DiskTier | None, RemoteTier | None]:
     """One rank's host pool, disk tier and remote tier. Under tensor parallelism every rank builds
     its own for its own KV heads: a host pool of the same size (rank 0's host slots address every
     rank's), disk files in `<hicache_storage_dir>/tp<N>-rank<r>` with their own budget, its own
@@ -43,7 +45,18 @@ def build_tiers(
     else:
         num_tokens = int(config.hicache_ratio * pool.num_slots)
     host = HostPool(max(1, num_tokens // ps), ps, pool)
-    disk_io = None
+    disk_tier = remote_tier = None
+    if config.hicache_storage_dir or config.hicache_storage_backend is not None:
+        secret = load_cache_secret()
+        block_format = BlockFormat(secret)
+        if not secret.is_configured and rank == 0:
+            logger.warning(
+                "HiCache: no cache secret set (%s or %s): the disk tier's blocks are keyed by a random "
+                "per-process secret, so they are not reused after a restart, and workers sharing the "
+                "remote store never load each other's blocks",
+                SECRET_FILE_ENV,
+                SECRET_ENV,
+            )
     if config.hicache_storage_dir:
         root = config.hicache_storage_dir
         if config.tp_size > 1:  # a TP=1 engine on the same directory indexes none of these files
@@ -57,9 +70,9 @@ def build_tiers(
             buf.dtype,
             tuple(buf.shape[1:]),
             pool.num_layers,
+            block_format,
         )
-        disk_io = DiskIO(store, pool, host, model_path, tp)
-    remote_io = None
+        disk_tier = DiskTier(store, pool, host, model_path, tp)
     if config.hicache_storage_backend is not None:
         options = config.hicache_storage_backend_options
         backend = create_backend(config.hicache_storage_backend, options)
@@ -70,5 +83,5 @@ def build_tiers(
                 options["url"],
             )
         timeout_s = float(options["timeout_s"])  # type: ignore[arg-type]
-        remote_io = RemoteIO(backend, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s, tp)
-    return host, disk_io, remote_io
+        remote_tier = RemoteTier(backend, block_format, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s, tp)
+    return host, disk_tier, remote_tier

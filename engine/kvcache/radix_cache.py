@@ -13,7 +13,7 @@ Contract
 - Namespaces (a tenant's cache salt, an extra key) have separate roots: they never share nodes;
   `reset_namespace(ns)` drops one of them.
 
-Tiers (HiCache, `hicache/controller.py`): `device_slots` is a node's device slots, or None once the device evicted
+Tiers (HiCache, `hicache/tier_controller.py`): `device_slots` is a node's device slots, or None once the device evicted
 it; `host_slots` its host slots, or None. Device nodes form a top subtree (a device node's parent
 is on the device). `match` reports the device part and the host-only part after it; `insert` over a
 host-only node adopts the given slots (the caller loaded or recomputed that KV), so that part does

@@ -10,7 +10,7 @@ Every pool token is in exactly one place:
 | tree, locked          | cache.protected_size          | the last request holding it releases it     |
 
 Idle (no running request): available + evictable + protected == capacity, nothing locked.
-With HiCache the host and disk tiers keep their own books (see `hicache.py`), checked here too.
+With HiCache the host and disk tiers keep their own books (see `hicache/tier_controller.py`), checked here too.
 
 A prefix found on host or disk is loaded back at admission into pages the request allocates, as
 if it had computed them (`num_computed` covers them), so the prefill skips them.
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..hicache.controller import HiCache
-from ..hicache.disk_io import DiskLoad
+from ..hicache.storage_tier import ReadBlocks
+from ..hicache.tier_controller import TierController
 from ..kvcache.page_allocator import PageAllocator
 from ..kvcache.radix_cache import RadixCache, TreeNode
 from ..kvcache.slot_table import SlotTable
@@ -39,8 +39,8 @@ class PrefixHit:
     node: TreeNode | None
     host_slots: list[int] = field(default_factory=list)
     host_node: TreeNode | None = None
-    disk: DiskLoad | None = None
-    remote: DiskLoad | None = None
+    disk: ReadBlocks | None = None
+    remote: ReadBlocks | None = None
     is_loading: bool = False  # its disk or remote blocks are being read: admit it later
 
     @property
@@ -67,7 +67,7 @@ class CacheManager:
         page_size: int,
         slot_table: SlotTable,
         disable_radix_cache: bool,
-        hicache: HiCache | None = None,
+        hicache: TierController | None = None,
     ):
         self.page_size = page_size
         self.allocator = PageAllocator(num_pages, page_size)

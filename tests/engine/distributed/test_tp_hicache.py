@@ -14,8 +14,7 @@ import torch
 
 from radixgate.bench.tp_fidelity import compare, record_greedy
 from radixgate.engine import Engine, EngineConfig
-from radixgate.engine.hicache.disk_io import kv_fingerprint
-from radixgate.engine.hicache.disk_store import rank_key
+from radixgate.engine.hicache.block_format import kv_fingerprint, rank_key
 from radixgate.engine.kvcache.kv_pool import KVPool
 
 POOL = 512  # device tokens: each 300-token prompt pushes the one before out to the host

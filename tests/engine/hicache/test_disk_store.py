@@ -1,9 +1,13 @@
-"""The disk tier alone: keys, round trips, faults (each a counted miss), crash safety, LRU budget."""
+"""The disk tier alone: keys, round trips, faults and forgeries (each a counted miss), crash safety,
+LRU budget."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -11,15 +15,18 @@ import textwrap
 import pytest
 import torch
 
+from radixgate.engine.cache_secret import CacheSecret
+from radixgate.engine.hicache.block_format import BlockFormat
 from radixgate.engine.hicache.disk_store import DiskStore
 
 BLOCK = 4
 SHAPE = (2, 3)  # per-token KV shape: [kv_heads, head_dim]
 LAYERS = 2
+SECRET = CacheSecret(b"a test deployment's secret", True)
 
 
-def make_store(root, capacity=1 << 20, fingerprint="fp", dtype=torch.float32) -> DiskStore:
-    return DiskStore(str(root), capacity, fingerprint, BLOCK, dtype, SHAPE, LAYERS)
+def make_store(root, capacity=1 << 20, fingerprint="fp", dtype=torch.float32, secret=SECRET) -> DiskStore:
+    return DiskStore(str(root), capacity, fingerprint, BLOCK, dtype, SHAPE, LAYERS, BlockFormat(secret))
 
 
 def block(seed: int, dtype=torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
@@ -85,10 +92,10 @@ def test_damaged_entry_is_a_counted_miss_never_served(tmp_path, fault):
 
 def test_wrong_shape_or_dtype_is_a_miss(tmp_path):
     store, keys = _stored(tmp_path, n=1)
-    other = DiskStore(str(tmp_path), 1 << 20, "fp", BLOCK, torch.float32, (3, 2), LAYERS)
+    other = DiskStore(str(tmp_path), 1 << 20, "fp", BLOCK, torch.float32, (3, 2), LAYERS, BlockFormat(SECRET))
     assert other.get(keys[0]) is None and other.num_read_failures == 1
     store2, keys2 = _stored(tmp_path / "b", n=1)
-    assert DiskStore(str(tmp_path / "b"), 1 << 20, "fp", BLOCK, torch.float16, SHAPE, LAYERS).get(keys2[0]) is None
+    assert make_store(tmp_path / "b", dtype=torch.float16).get(keys2[0]) is None
 
 
 def test_restart_reads_the_directory(tmp_path):
@@ -115,8 +122,11 @@ def test_lru_removal_keeps_the_byte_budget_and_prefix_heads(tmp_path):
 
 _CRASH_WRITER = textwrap.dedent("""
     import os, signal, sys, torch
+    from radixgate.engine.cache_secret import CacheSecret
+    from radixgate.engine.hicache.block_format import BlockFormat
     from radixgate.engine.hicache.disk_store import DiskStore
-    store = DiskStore(sys.argv[1], 1 << 20, "fp", 4, torch.float32, (2, 3), 2)
+    fmt = BlockFormat(CacheSecret(b"a test deployment's secret", True))
+    store = DiskStore(sys.argv[1], 1 << 20, "fp", 4, torch.float32, (2, 3), 2, fmt)
     key = store.block_keys(list(range(4)), None)[0]
     mode = sys.argv[2]
     if mode == "before_rename":
@@ -147,3 +157,40 @@ def test_process_killed_while_writing_leaves_nothing_served(tmp_path, mode):
     assert key not in store and store.get(key) is None and len(store) == 0
     assert not os.listdir(tmp_path / "tmp"), "a restart removes temporary files"
     store.check_consistency()
+
+
+def _unkeyed_keys(tokens, namespace, fingerprint):
+    """The block keys as they were computed without a secret (sha256 from the fingerprint and namespace)."""
+    h = hashlib.sha256(f"{fingerprint}|{namespace!r}|{BLOCK}".encode())
+    keys = []
+    for start in range(0, len(tokens) - BLOCK + 1, BLOCK):
+        h = hashlib.sha256(h.digest() + struct.pack(f"<{BLOCK}i", *tokens[start : start + BLOCK]))
+        keys.append(h.hexdigest())
+    return keys
+
+
+def test_keys_cannot_be_computed_without_the_secret(tmp_path):
+    tokens = list(range(BLOCK * 3))
+    keys = make_store(tmp_path).block_keys(tokens, "tenant:acme")
+    assert set(keys).isdisjoint(_unkeyed_keys(tokens, "tenant:acme", "fp"))
+    other = make_store(tmp_path / "b", secret=CacheSecret(b"another deployment's secret", True))
+    assert set(keys).isdisjoint(other.block_keys(tokens, "tenant:acme"))
+    assert make_store(tmp_path / "c").block_keys(tokens, "tenant:acme") == keys  # same secret: same keys
+
+
+def test_forged_or_foreign_entries_are_counted_logged_misses(tmp_path, caplog, forge):
+    store, keys = _stored(tmp_path)
+    path = store.path(keys[1])
+    with open(path, "rb") as f:
+        entry = f.read()
+    with open(path, "wb") as f:
+        f.write(forge(entry))
+    foreign = make_store(tmp_path / "b", secret=CacheSecret(b"another deployment's secret", True))
+    foreign.put(keys[2], *block(5))  # a valid entry under this key, tagged with another secret
+    os.replace(foreign.path(keys[2]), store.path(keys[2]))
+    with caplog.at_level(logging.WARNING, logger="radixgate.engine.hicache.disk_store"):
+        assert store.get(keys[0]) is not None
+        assert store.get(keys[1]) is None and store.get(keys[2]) is None
+    assert store.num_read_failures == 2
+    assert "not written with this cache secret" in caplog.records[0].getMessage()
+    assert len(caplog.records) == 1, "the second failure within the interval is not logged"

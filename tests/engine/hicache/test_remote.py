@@ -120,37 +120,32 @@ def test_kv_of_another_layout_or_calibration_is_never_loaded(make_engine, redis_
     assert run(fp8, p).token_ids == want
 
 
-def test_corrupt_truncated_and_foreign_values_are_misses(redis_server, workers):
+def test_corrupt_truncated_foreign_and_forged_values_are_misses(redis_server, workers, forge):
     import redis
 
-    from radixgate.engine.hicache.disk_store import chain_keys, decode_block, encode_block
-
-    prompts = [tokens(300, 10 + i) for i in range(3)]
+    prompts = [tokens(300, 10 + i) for i in range(4)]
     a, b = workers
-    want = [run(a, p).token_ids for p in prompts]
+    want = [run(a, p, salt="tenant:victim").token_ids for p in prompts]
     a.hicache.drain()
-    remote = a.hicache.remote_io
-    keys = [chain_keys(p[:-1], None, remote.fingerprint, remote.block_size) for p in prompts]
+    remote = a.hicache.remote_tier
+    keys = [remote.format.chain_keys(p[:-1], "tenant:victim", remote.fingerprint, remote.block_size) for p in prompts]
     client = redis.Redis.from_url(redis_server.url)
     flipped = bytearray(client.get("t:" + keys[0][1]))
     flipped[len(flipped) // 3] ^= 0x40
     client.set("t:" + keys[0][1], bytes(flipped))  # a flipped byte in block 1
     client.set("t:" + keys[1][0], client.get("t:" + keys[1][0])[:1000])  # block 0 truncated
-    k, v = decode_block(
-        client.get("t:" + keys[2][2]),
-        {"key": keys[2][2], "fingerprint": remote.fingerprint},
-        remote.dtype,
-        remote.block_shape,
-    )
-    foreign = b"".join(encode_block({"key": keys[2][2], "fingerprint": "another-model"}, k, v))
-    client.set("t:" + keys[2][2], foreign)  # block 2 written by another model, checksum intact
+    header = {"key": keys[2][2], "fingerprint": remote.fingerprint}
+    k, v = remote.format.decode(client.get("t:" + keys[2][2]), header, remote.dtype, remote.block_shape)
+    foreign = b"".join(remote.format.encode({**header, "fingerprint": "another-model"}, k, v))
+    client.set("t:" + keys[2][2], foreign)  # block 2 written by another model, tag intact
+    client.set("t:" + keys[3][1], forge(client.get("t:" + keys[3][1])))  # random KV, SHA-256 recomputed
     client.close()
 
     failures = b.stats()["hicache_remote_read_failures"]
-    outs = [run(b, p) for p in prompts]
-    assert [o.cached_tokens_by_tier["remote"] for o in outs] == [64, 0, 128]
+    outs = [run(b, p, salt="tenant:victim") for p in prompts]
+    assert [o.cached_tokens_by_tier["remote"] for o in outs] == [64, 0, 128, 64]
     assert [o.token_ids for o in outs] == want
-    assert b.stats()["hicache_remote_read_failures"] == failures + 3
+    assert b.stats()["hicache_remote_read_failures"] == failures + 4
 
 
 def test_store_down_at_start_serves_and_joins_when_it_comes_up(make_engine, redis_server, workers, caplog):
@@ -171,19 +166,21 @@ def test_store_down_at_start_serves_and_joins_when_it_comes_up(make_engine, redi
     assert out.cached_tokens_by_tier["remote"] == 256 and out.token_ids == want
 
 
-def test_store_killed_mid_run_then_restarted_empty(redis_server, workers):
+def test_store_killed_mid_run_then_restarted_empty(redis_server, workers, caplog):
     a, b = workers
     p1, p2, p3 = tokens(300, 30), tokens(300, 31), tokens(300, 32)
     want1 = run(a, p1).token_ids
     a.hicache.drain()
     outages = a.stats()["hicache_remote_outages"]
     redis_server.stop()  # killed: connections reset, nothing saved
-    down = run(b, p1)  # the store's blocks are gone with it: recomputed
-    assert down.cached_tokens == 0 and down.token_ids == want1
-    assert queued(down) < TIMEOUT_S + 0.5
-    run(a, p2)  # A's writes fail or are skipped, its requests do not wait
-    a.hicache.drain()
+    with caplog.at_level(logging.WARNING, logger="radixgate.engine.hicache"):
+        down = run(b, p1)  # the store's blocks are gone with it: recomputed
+        assert down.cached_tokens == 0 and down.token_ids == want1
+        assert queued(down) < TIMEOUT_S + 0.5
+        run(a, p2)  # A's writes fail or are skipped, its requests do not wait
+        a.hicache.drain()
     assert a.stats()["hicache_remote_outages"] > outages
+    assert [r for r in caplog.records if "is down" in r.getMessage()], "an outage is logged"
     redis_server.start()  # back, empty
     time.sleep(RETRY_S + 0.05)
     cold = run(b, p2)
@@ -234,6 +231,49 @@ def test_serve_flags_reach_the_engine_config():
     assert config.hicache_storage_backend == "redis"
     assert config.hicache_storage_backend_options["ttl_s"] == 60.0
     assert config.hicache_storage_backend_options["url"] == "redis://127.0.0.1:1/0"
+
+
+def test_disk_budget_and_cache_secret_file_from_serve_flags(tmp_path, monkeypatch):
+    from radixgate.engine.cache_secret import load_cache_secret
+    from radixgate.gateway.cli import build_parser, engine_config
+
+    monkeypatch.setenv("RADIXGATE_CACHE_SECRET_FILE", "")  # restored after the test: the flag sets it
+    secret = tmp_path / "secret"
+    secret.write_text("a secret of at least sixteen bytes\n")
+    args = build_parser().parse_args(
+        ["--enable-hicache", "--hicache-storage-dir", str(tmp_path), "--hicache-storage-size", "0.5"]
+        + ["--cache-secret-file", str(secret)]
+    )
+    assert engine_config(args).hicache_storage_size == 0.5
+    got = load_cache_secret()
+    assert got.is_configured and got.key == b"a secret of at least sixteen bytes"
+    secret.write_text("short")
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        engine_config(args)
+
+
+def test_the_redis_password_comes_from_a_file_never_the_url(redis_server, tmp_path, monkeypatch):
+    import redis
+
+    from radixgate.engine.hicache.storage_backend import create_backend
+
+    options = {"url": redis_server.url, "key_prefix": "pw:", "ttl_s": 0.0, "timeout_s": 1.0, "retry_interval_s": 0.0}
+    with pytest.raises(ValueError, match="RADIXGATE_REDIS_PASSWORD_FILE"):
+        create_backend("redis", {**options, "url": redis_server.url.replace("//", "//:hunter2@")})
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.config_set("requirepass", "hunter2")
+    try:
+        assert not create_backend("redis", options).ping()  # NOAUTH: an error, not a hang
+        (tmp_path / "pw").write_text("hunter2\n")
+        monkeypatch.setenv("RADIXGATE_REDIS_PASSWORD_FILE", str(tmp_path / "pw"))
+        store = create_backend("redis", options)
+        store.set([("k", b"v")])
+        assert store.get(["k"]) == [b"v"]
+        store.close()
+    finally:
+        admin.execute_command("AUTH", "hunter2")
+        admin.config_set("requirepass", "")
+        admin.close()
 
 
 def test_remote_hits_reach_metrics_and_server_info(workers):

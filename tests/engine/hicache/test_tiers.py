@@ -1,11 +1,13 @@
-"""HiCache through the engine: the same greedy tokens from every tier, warm restart, disk faults,
-write policies, per-tier accounting."""
+"""HiCache through the engine: the same greedy tokens from every tier, warm restart, disk faults and
+forgeries, write policies, per-tier accounting."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -164,7 +166,8 @@ _KILLED_ENGINE = textwrap.dedent("""
 """)
 
 
-def test_engine_killed_while_writing_to_disk_serves_only_complete_blocks(make_engine, tmp_path, reference):
+def test_engine_killed_while_writing_to_disk_serves_only_complete_blocks(make_engine, tmp_path, reference, monkeypatch):
+    monkeypatch.setenv("RADIXGATE_CACHE_SECRET", "the secret of this deployment")  # both processes: the same keys
     proc = subprocess.run(
         [sys.executable, "-c", _KILLED_ENGINE, str(tmp_path), json.dumps(PROMPTS[0])], capture_output=True, timeout=120
     )
@@ -174,6 +177,39 @@ def test_engine_killed_while_writing_to_disk_serves_only_complete_blocks(make_en
     assert out.cached_tokens_by_tier["disk"] == 128  # blocks 0 and 1; block 2 died in tmp/
     assert out.token_ids == reference[0]
     assert engine.stats()["hicache_disk_read_failures"] == 0
+
+
+def test_a_forged_disk_entry_is_a_counted_miss_and_the_answer_is_unchanged(make_engine, tmp_path, reference, forge):
+    engine = hicache(make_engine, tmp_path)
+    run(engine, PROMPTS[0], salt="tenant:victim")
+    engine.shutdown()
+    engine = hicache(make_engine, tmp_path)
+    store = engine.hicache.disk
+    key = store.block_keys(PROMPTS[0][:-1], "tenant:victim")[1]
+    with open(store.path(key), "rb") as f:
+        entry = f.read()
+    with open(store.path(key), "wb") as f:
+        f.write(forge(entry))  # random KV, the header kept, the SHA-256 recomputed
+    out = run(engine, PROMPTS[0], salt="tenant:victim")
+    assert out.cached_tokens_by_tier["disk"] == 64  # block 0; the forged block 1 and what follows recomputed
+    assert out.token_ids == reference[0]
+    assert engine.stats()["hicache_disk_read_failures"] == 1
+
+
+def test_a_failing_disk_write_is_counted_and_logged(make_engine, tmp_path, reference, caplog):
+    engine = hicache(make_engine, tmp_path)
+    shutil.rmtree(tmp_path / "tmp")
+    (tmp_path / "tmp").write_text("")  # the temporary folder is a file: every write fails, as on a full disk
+    try:
+        with caplog.at_level(logging.WARNING, logger="radixgate.engine.hicache.disk_tier"):
+            assert run(engine, PROMPTS[1]).token_ids == reference[1]
+            engine.hicache.drain()
+    finally:
+        os.unlink(tmp_path / "tmp")
+        os.mkdir(tmp_path / "tmp")
+    assert engine.stats()["hicache_disk_write_failures"] >= 4  # each of the 4 blocks, at least once
+    logged = [r.getMessage() for r in caplog.records if r.name.endswith("disk_tier")]
+    assert len(logged) == 1 and "writing a block" in logged[0], "one line per interval, not one per block"
 
 
 def test_tenants_never_share_disk_entries(make_engine, tmp_path, reference):

@@ -9,8 +9,8 @@ import torch
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from radixgate.engine.hicache.controller import HiCache
 from radixgate.engine.hicache.host_pool import HostPool
+from radixgate.engine.hicache.tier_controller import TierController
 from radixgate.engine.kvcache.kv_pool import KVPool
 from radixgate.engine.kvcache.page_allocator import PageAllocator
 from radixgate.engine.kvcache.radix_cache import RadixCache
@@ -25,7 +25,7 @@ class TieredTree(RuleBasedStateMachine):
         self.pool = KVPool(DEVICE, 1, 1, 1, torch.float32, "cpu")
         self.alloc = PageAllocator(DEVICE, 1)
         self.tree = RadixCache(1, lambda slots: self.alloc.free(list(slots)))
-        self.hicache = HiCache(self.pool, HostPool(HOST, 1, self.pool), None, policy)
+        self.hicache = TierController(self.pool, HostPool(HOST, 1, self.pool), None, policy)
         self.hicache.attach(self.tree)
 
     def _device_slots(self, n):
