@@ -32,7 +32,7 @@ redis:
 serve: install
 	$(BIN)/radixgate serve $(ARGS)
 
-# ruff (lint and format) over the tree, mypy over the engine, the linter and the SDK (config in pyproject.toml).
+# ruff (lint and format) over the tree, mypy over the engine, the gateway, the linter and the SDK (config in pyproject.toml).
 lint: install mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

@@ -6,11 +6,15 @@ import json
 import os
 from dataclasses import dataclass
 
+from .kvcache.kv_events import KVEventsConfig
+from .protocol import MAX_TOP_LOGPROBS, SamplingParams
+
+__all__ = ["MAX_TOP_LOGPROBS", "EngineConfig", "KVEventsConfig", "SamplingParams"]
+
 SCHEDULE_POLICIES = ("lpm", "fcfs")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
 KV_CACHE_DTYPES = ("auto", "fp8_e4m3", "fp8_e5m2")
 PAGE_SIZES = (1, 16, 64)
-MAX_TOP_LOGPROBS = 20  # as OpenAI's top_logprobs
 HICACHE_WRITE_POLICIES = ("write_through", "write_through_selective", "write_back")
 HICACHE_STORAGE_BACKENDS = ("redis",)
 # hicache_storage_backend_extra_config: key -> (type, default)
@@ -178,10 +182,8 @@ class EngineConfig:
             raise ValueError("hicache_storage_backend_extra_config: timeout_s must be > 0")
         return options
 
-    def kv_events(self):  # -> KVEventsConfig | None
+    def kv_events(self) -> KVEventsConfig | None:
         """The KV-events settings, or None when events are off."""
-        from .kvcache.kv_events import KVEventsConfig
-
         if self.kv_events_config is not None:
             config = KVEventsConfig.from_json(self.kv_events_config)
             return config if config.enable_kv_cache_events and config.publisher == "zmq" else None
@@ -199,103 +201,3 @@ class EngineConfig:
         from .kernels.fp8 import FP8_DTYPES
 
         return FP8_DTYPES.get(self.kv_cache_dtype, self.torch_dtype)
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    max_new_tokens: int = 128
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    min_p: float = 0.0
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
-    ignore_eos: bool = False
-    # Penalties and biases, applied to the raw logits in vLLM's way (engine/runner/penalties.py).
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    logit_bias: dict[int, float] | None = None
-    min_new_tokens: int = 0
-    # Logprobs: the raw log-softmax of the model's logits, before any processor or temperature.
-    return_logprob: bool = False
-    top_logprobs_num: int = 0  # alternatives per position, at most MAX_TOP_LOGPROBS
-    logprob_start_len: int = -1  # prompt logprobs from this prompt position on; -1: none
-    skip_special_tokens: bool = True
-    # Constrained decoding (SGLang's names), at most one of them; see engine/runner/grammar.py.
-    json_schema: str | None = None
-    regex: str | None = None
-    ebnf: str | None = None
-    # False: JSON as json.dumps writes it, one space after ':' and ',' and no newlines (a random or
-    # weak model given free whitespace can emit it forever); True: any whitespace between tokens.
-    json_any_whitespace: bool = False
-
-    def __post_init__(self) -> None:
-        self._check_penalties_and_logprobs()
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (0 means greedy), got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k == 0 or self.top_k < -1:
-            raise ValueError(f"top_k must be -1 (disabled) or >= 1, got {self.top_k}")
-        if not 0.0 <= self.min_p <= 1.0:
-            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
-        grammars = [k for k in ("json_schema", "regex", "ebnf") if getattr(self, k) is not None]
-        if len(grammars) > 1:
-            raise ValueError(f"give at most one of json_schema, regex and ebnf, got {' and '.join(grammars)}")
-        if grammars and (self.ignore_eos or self.min_new_tokens):
-            # the grammar's end allows only EOS, which these forbid: no token would be left to sample
-            raise ValueError(
-                f"{grammars[0]} ends the output where its grammar ends: drop ignore_eos and min_new_tokens"
-            )
-
-    @property
-    def grammar_key(self) -> tuple[str, str, bool] | None:
-        """(kind, source, any_whitespace) of the output's grammar, or None when unconstrained."""
-        for kind in ("json_schema", "regex", "ebnf"):
-            source = getattr(self, kind)
-            if source is not None:
-                return (kind, source, self.json_any_whitespace and kind == "json_schema")
-        return None
-
-    @property
-    def stop_strings(self) -> list[str]:
-        if self.stop is None:
-            return []
-        return [self.stop] if isinstance(self.stop, str) else [s for s in self.stop if s]
-
-    @property
-    def is_greedy(self) -> bool:
-        # Temperatures this small only sharpen to argmax, and dividing by them overflows.
-        return self.temperature < 1e-5 or self.top_k == 1
-
-    @property
-    def has_penalties(self) -> bool:
-        return self.frequency_penalty != 0.0 or self.presence_penalty != 0.0 or self.repetition_penalty != 1.0
-
-    def _check_penalties_and_logprobs(self) -> None:
-        if not -2.0 <= self.frequency_penalty <= 2.0 or not -2.0 <= self.presence_penalty <= 2.0:
-            raise ValueError(
-                f"frequency_penalty and presence_penalty must be in [-2, 2], got "
-                f"{self.frequency_penalty} and {self.presence_penalty}"
-            )
-        if not 0.0 < self.repetition_penalty <= 2.0:
-            raise ValueError(f"repetition_penalty must be in (0, 2], got {self.repetition_penalty}")
-        if self.logit_bias and any(not -100.0 <= v <= 100.0 for v in self.logit_bias.values()):
-            raise ValueError("logit_bias values must be in [-100, 100]")
-        if not isinstance(self.min_new_tokens, int) or not 0 <= self.min_new_tokens <= self.max_new_tokens:
-            raise ValueError(
-                f"min_new_tokens must be an integer in [0, max_new_tokens={self.max_new_tokens}], "
-                f"got {self.min_new_tokens!r}"
-            )
-        if not 0 <= self.top_logprobs_num <= MAX_TOP_LOGPROBS:
-            raise ValueError(f"top_logprobs_num must be in [0, {MAX_TOP_LOGPROBS}], got {self.top_logprobs_num}")
-        if self.logprob_start_len < -1:
-            raise ValueError(f"logprob_start_len must be -1 (no prompt logprobs) or >= 0, got {self.logprob_start_len}")
-
-    @property
-    def wants_prompt_logprobs(self) -> bool:
-        return self.return_logprob and self.logprob_start_len >= 0

@@ -42,7 +42,8 @@ def create_app(
     if worker is None:
         if config.engine is None and not config.workers:
             raise ValueError("create_app needs a worker, config.engine (an EngineConfig) or config.workers")
-        worker = build_worker(config)
+        built: Worker = build_worker(config)
+        worker = built
     tracer, provider = make_tracer(span_exporter)
     holder: dict[str, AppState] = {}
     metrics = Metrics(
@@ -97,7 +98,9 @@ def create_app(
     app.include_router(admin_router)
     # Starlette runs the last-added middleware first: auth, then the size limit, then routing.
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_request_bytes)
-    app.add_middleware(AuthMiddleware, auth=state.auth, public_metrics=config.public_metrics)
+    app.add_middleware(
+        AuthMiddleware, auth=state.auth, public_metrics=config.public_metrics, allowed_hosts=config.allowed_hosts
+    )
     app.add_middleware(TraceContextMiddleware)  # outermost: every route runs in the caller's trace
     return app
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from radixgate.engine.config import EngineConfig
 
 DEFAULT_TENANT = "default"
 
@@ -31,7 +32,7 @@ class GatewayConfig:
     max_tracked_templates: int = 1000
     dashboard_window_s: int = 300
     enable_debug_endpoints: bool = False
-    engine: Any = None  # radixgate.engine.EngineConfig; used only when create_app builds the worker
+    engine: EngineConfig | None = None  # used only when create_app builds the worker
     # Keys with the admin role (also in `api_keys` when they have a tenant); see auth.py.
     admin_api_keys: frozenset[str] = frozenset()
     public_metrics: bool = False  # /metrics without a key even when keys are configured
@@ -46,6 +47,15 @@ class GatewayConfig:
     health_check_interval_s: float = 1.0
     # tool-call output format (tool_parsers.py); None: chosen from the model's chat template
     tool_call_parser: str | None = None
+    # Bounded work (structured_output.py): how long a client waits for its grammar, and how many
+    # compiles one tenant may have queued or running at once.
+    grammar_compile_timeout_s: float = 10.0
+    max_grammar_compiles_per_tenant: int = 2
+    # `POST /workers` adds only workers on these hosts / CIDRs (routes_admin.py); default: loopback.
+    worker_allowlist: tuple[str, ...] = ("127.0.0.0/8", "::1", "localhost")
+    # Without keys: the `Host` names answered, and no cross-site state changes (middleware.py).
+    # Empty: no such check (an app embedded in-process); `radixgate serve` sets loopback names.
+    allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("rate_limit_rpm", "rate_limit_tpm", "max_queued_requests"):
@@ -58,6 +68,8 @@ class GatewayConfig:
             raise ValueError(f"max_template_labels must be >= 1, got {self.max_template_labels}")
         if self.dp_size < 1:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
+        if self.grammar_compile_timeout_s <= 0 or self.max_grammar_compiles_per_tenant < 1:
+            raise ValueError("grammar_compile_timeout_s must be > 0 and max_grammar_compiles_per_tenant >= 1")
         if self.health_check_interval_s <= 0:
             raise ValueError(f"health_check_interval_s must be > 0, got {self.health_check_interval_s}")
         if self.tool_call_parser is not None:

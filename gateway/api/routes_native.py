@@ -4,15 +4,21 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
+
+from radixgate.engine.protocol import LOGPROB_FIELDS, SamplingParams
+from radixgate.engine.protocol import GenerateRequest as EngineRequest
 
 from .. import __version__
 from ..features.logprobs import TokenTexts, sglang_logprobs
@@ -20,8 +26,10 @@ from ..features.structured_output import constraint_of, precompile
 from ..generation import Job, collect, merge, stream_job
 from ..observe.prompt_stats import RequestTags, estimate_static_tokens
 from ..state import AppState, state_of
-from ..workers.worker import WorkRequest
-from .errors import APIError
+from ..tenancy.auth import WORKER_ROLE
+from ..workers.worker import normalized
+from . import bounds
+from .errors import APIError, redact
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
 from .request_fields import check_fields
@@ -39,7 +47,7 @@ def _meta(
         if finish_reason == "length":
             reason["length"] = completion_tokens
     return {
-        "id": job.request.rid,
+        "id": _client_rid(job.request.rid),
         "prompt_tokens": len(job.request.input_ids),
         "completion_tokens": completion_tokens,
         "cached_tokens": cached_tokens,
@@ -59,26 +67,28 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     check_fields(
         "/generate sampling_params", sp.model_dump(exclude_unset=True), unknown_is_error=True, where="sampling_params."
     )
-    prompts = _prompts(state, body)
+    prompts = await _prompts(state, body)
     rids = _rids(body.rid, len(prompts) * sp.n)
+    held = _hold_rids(request, tenant, rids)  # released when nothing references it any more
     tags = RequestTags.from_metadata(body.metadata)
     jobs = []
     for p, (text, input_ids) in enumerate(prompts):
         measured = None
         if text is not None and tags.static_prefix_chars:
-            measured = len(state.worker.tokenize(text[: tags.static_prefix_chars]))
+            measured = len(await bounds.off_loop(state.worker.tokenize, text[: tags.static_prefix_chars]))
         static = estimate_static_tokens(tags.static_prefix_chars, len(text or ""), len(input_ids), measured)
         for i in range(sp.n):
-            work = _work(state, body, rids[p * sp.n + i], input_ids, tenant, tags, i)
+            work = _work(state, body, _engine_rid(tenant, rids[p * sp.n + i]), input_ids, tenant, tags, i)
             jobs.append(Job("generate", "generate", tenant, tags, work, static, text))
+    bounds.check_stop(jobs[0].request, "sampling_params.stop")
     for job in jobs:
-        await precompile(state.worker, job.request)
+        await precompile(state, job.request, tenant, request.is_disconnected)
         job.validate(state)
     state.admit(tenant, sum(len(j.request.input_ids) for j in jobs), "generate")
     start = time.perf_counter()
     texts = TokenTexts(state.worker) if body.return_text_in_logprobs else None
     if body.stream:
-        return sse_response(_generate_stream(state, jobs, start, texts, indexed=len(jobs) > 1))
+        return sse_response(_generate_stream(state, jobs, start, texts, indexed=len(jobs) > 1, held=held))
     outs = await collect(state, jobs, request.is_disconnected)
     answers = [
         {
@@ -92,12 +102,14 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     return answers if body.is_batch or len(answers) > 1 else answers[0]
 
 
-def _prompts(state: AppState, body: GenerateRequest) -> list[tuple[str | None, list[int]]]:
+async def _prompts(state: AppState, body: GenerateRequest) -> list[tuple[str | None, list[int]]]:
     if body.text == [] or body.input_ids == [] or body.input_ids == [[]]:
         raise APIError(400, "the prompt is empty: send text or at least one token id", param="input_ids")
     if body.text is not None:
         texts = [body.text] if isinstance(body.text, str) else body.text
-        return [(t, state.worker.tokenize(t)) for t in texts]
+        for t in texts:  # every prompt refused by its length before any is tokenized
+            bounds.check_prompt_chars(len(t), state.worker.context_len, "text")
+        return [(t, await bounds.tokenize(state.worker, t, param="text")) for t in texts]
     ids = body.input_ids or []
     if ids and all(isinstance(i, list) for i in ids):
         return [(None, list(one)) for one in ids]  # type: ignore[arg-type]
@@ -114,52 +126,83 @@ def _rids(rid: str | list[str] | None, count: int) -> list[str]:
         rids = [base] if count == 1 else [f"{base}-{i}" for i in range(count)]
     if any(len(r) > 128 for r in rids):
         raise APIError(400, "each 'rid' must be at most 128 characters", param="rid")
+    if len(set(rids)) != len(rids):
+        raise APIError(400, "the ids in 'rid' repeat; give each request its own id", param="rid")
     return rids
+
+
+class _HeldRids:
+    """Holds a request's ids in its tenant's table while something references it (the route, or
+    the stream it returns): a stream never iterated lets go of its ids when it is collected."""
+
+    __slots__ = ("__weakref__",)
+
+
+def _hold_rids(request: Request, tenant: str, rids: list[str]) -> _HeldRids:
+    """Request ids are per tenant: one tenant's id never blocks another's. Checked and taken in one
+    step on the event loop, so two requests with the same id cannot both pass."""
+    table: weakref.WeakValueDictionary[tuple[str, str], _HeldRids] | None = getattr(request.app.state, "rids", None)
+    if table is None:
+        table = weakref.WeakValueDictionary()
+        request.app.state.rids = table
+    taken = next((r for r in rids if (tenant, r) in table), None)
+    if taken is not None:
+        raise APIError(
+            400,
+            f"request id {taken!r} is already in use by one of your running requests; give each request its own id",
+            param="rid",
+            code="duplicate_request_id",
+        )
+    held = _HeldRids()
+    for r in rids:
+        table[(tenant, r)] = held
+    return held
+
+
+def _engine_rid(tenant: str, rid: str) -> str:
+    """The id the engine sees: the client's, inside its tenant's namespace."""
+    return hashlib.sha256(tenant.encode()).hexdigest()[:12] + "/" + rid
+
+
+def _client_rid(engine_rid: str) -> str:
+    return engine_rid.split("/", 1)[1]
 
 
 def _work(
     state: AppState, body: GenerateRequest, rid: str, input_ids: list[int], tenant: str, tags: RequestTags, index: int
-) -> WorkRequest:
+) -> EngineRequest:
+    """The native encoding as it is: `SamplingParams.from_native`, then choice `index`'s seed and the
+    normalized output constraint."""
     sp = body.sampling_params
-    seed = sp.sampling_seed if sp.sampling_seed is not None else sp.seed
+    native = {name: getattr(body, name) for name in LOGPROB_FIELDS}
+    if not body.return_logprob:
+        native |= {"top_logprobs_num": 0, "logprob_start_len": -1}
+    declared = set(type(sp).model_fields) - {"n"}  # extras are neutral values of refused fields
+    values = sp.model_dump(include=declared) | (constraint.fields() if (constraint := constraint_of(sp)) else {})
+    if values.get("sampling_seed") is None:
+        values.pop("sampling_seed", None)
     try:
-        bias = tuple((int(k), float(v)) for k, v in (sp.logit_bias or {}).items())
-    except ValueError:
-        raise APIError(400, "logit_bias keys must be token ids", param="sampling_params.logit_bias") from None
-    return WorkRequest(
-        rid=rid,
-        input_ids=input_ids,
-        max_new_tokens=sp.max_new_tokens,
-        temperature=sp.temperature,
-        top_p=sp.top_p,
-        top_k=sp.top_k,
-        min_p=sp.min_p,
-        seed=None if seed is None else seed + index,
-        stop=(sp.stop,) if isinstance(sp.stop, str) else tuple(sp.stop or ()),
-        stop_token_ids=tuple(sp.stop_token_ids or ()),
-        ignore_eos=sp.ignore_eos,
-        cache_salt=state.cache_salt(tenant),
-        route_hint=tags.static_prefix_hash,
-        frequency_penalty=sp.frequency_penalty,
-        presence_penalty=sp.presence_penalty,
-        repetition_penalty=sp.repetition_penalty,
-        logit_bias=bias,
-        min_new_tokens=sp.min_new_tokens,
-        return_logprob=body.return_logprob,
-        top_logprobs_num=body.top_logprobs_num if body.return_logprob else 0,
-        logprob_start_len=body.logprob_start_len if body.return_logprob else -1,
-        skip_special_tokens=sp.skip_special_tokens,
-        **(constraint.fields() if (constraint := constraint_of(sp)) else {}),
+        sampling = normalized(SamplingParams.from_native({"sampling_params": values, **native}))
+    except ValueError as exc:
+        raise APIError(400, str(exc), param="sampling_params", code="invalid_value") from None
+    if sampling.seed is not None:
+        sampling = replace(sampling, seed=sampling.seed + index)
+    return EngineRequest(
+        rid, input_ids, sampling, cache_salt=state.cache_salt(tenant), route_hint=tags.static_prefix_hash
     )
 
 
 def _logprob_meta(job: Job, out: Any, texts: TokenTexts | None) -> dict[str, Any]:
     """SGLang's logprob fields of `meta_info`, when the request asked for them."""
     values = getattr(out, "output_token_logprobs", None)
-    if not job.request.return_logprob or values is None:
+    if not job.request.sampling.return_logprob or values is None:
         return {}
     tokens, tops = sglang_logprobs(texts, out.token_ids, values, out.output_top_logprobs)
-    start = max(job.request.logprob_start_len, 0) if job.request.logprob_start_len >= 0 else len(job.request.input_ids)
+    start = (
+        max(job.request.sampling.logprob_start_len, 0)
+        if job.request.sampling.logprob_start_len >= 0
+        else len(job.request.input_ids)
+    )
     prompt_ids = job.request.input_ids[start:]
     in_values = getattr(out, "input_token_logprobs", None) or []
     in_tops = getattr(out, "input_top_logprobs", None) or []
@@ -173,7 +216,7 @@ def _logprob_meta(job: Job, out: Any, texts: TokenTexts | None) -> dict[str, Any
 
 
 async def _generate_stream(
-    state: AppState, jobs: list[Job], start: float, texts: TokenTexts | None, indexed: bool
+    state: AppState, jobs: list[Job], start: float, texts: TokenTexts | None, indexed: bool, held: _HeldRids
 ) -> AsyncIterator[str]:
     """As SGLang does: each event carries the text so far and the running `meta_info` (with
     `index` when the request made more than one answer)."""
@@ -192,9 +235,9 @@ async def _generate_stream(
                 )
                 if out is not None:
                     meta |= _logprob_meta(jobs[i], out, texts)
-                elif jobs[i].request.return_logprob and getattr(delta, "token_logprobs", None) is not None:
+                elif jobs[i].request.sampling.return_logprob and delta.token_logprobs is not None:
                     logprobs[i] += delta.token_logprobs
-                    tops[i] += delta.top_logprobs
+                    tops[i] += delta.top_logprobs or []
                     got, got_tops = sglang_logprobs(texts, ids[i], logprobs[i], tops[i])
                     meta |= {"output_token_logprobs": got, "output_top_logprobs": got_tops}
                 event: dict[str, Any] = {"text": text[i], "output_ids": list(ids[i]), "meta_info": meta}
@@ -230,9 +273,14 @@ async def flush_cache(request: Request) -> dict[str, Any]:
 
 
 def _server_info(request: Request) -> dict[str, Any]:
+    """Everyone gets SGLang's numbers (`cache_hit_rate`, `token_usage`, capacity, queue lengths);
+    configuration, paths, topology and endpoints only an admin key, the worker channel or a keyless
+    (loopback-only) server sees, with credentials masked even then."""
     state = state_of(request)
     c = state.config
-    info: dict[str, Any] = dict(state.stats())
+    stats = state.stats()
+    is_admin = getattr(request.state, "role", "admin") in ("admin", WORKER_ROLE)
+    info: dict[str, Any] = dict(stats) if is_admin else {k: v for k, v in stats.items() if _is_number(v)}
     info.update(
         {
             "model_path": state.worker.model_name,
@@ -250,9 +298,13 @@ def _server_info(request: Request) -> dict[str, Any]:
         }
     )
     engine_config = getattr(getattr(state.worker, "engine", None), "config", None)
-    if engine_config is not None and hasattr(engine_config, "__dataclass_fields__"):
+    if is_admin and engine_config is not None and hasattr(engine_config, "__dataclass_fields__"):
         info["engine_config"] = {k: _plain(getattr(engine_config, k)) for k in engine_config.__dataclass_fields__}
-    return info
+    return redact(info) if is_admin else info
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float))  # names, URLs, paths, lists and objects are for admins
 
 
 def _plain(value: Any) -> Any:

@@ -11,13 +11,15 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from radixgate.engine.protocol import GenerateOutput
+
 from ..features.logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
 from ..features.structured_output import constrain, constraint_of, precompile
 from ..features.tool_calls import ToolPlan, render_messages, tool_chat_full, tool_chat_stream, tool_parser_for
 from ..generation import Job, collect, merge, stream_job
 from ..observe.prompt_stats import RequestTags, estimate_static_tokens
 from ..state import AppState, state_of
-from ..workers.worker import Output
+from . import bounds
 from .errors import APIError
 from .openai_requests import (
     reject_unsupported,
@@ -61,7 +63,7 @@ async def _respond(
     return render_full(state, await collect(state, jobs, request.is_disconnected), response_id)
 
 
-def _usage_of(outputs: list[Output]) -> dict[str, Any]:
+def _usage_of(outputs: list[GenerateOutput]) -> dict[str, Any]:
     return usage(
         sum(o.prompt_tokens for o in outputs),
         sum(len(o.token_ids) for o in outputs),
@@ -77,8 +79,9 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     reject_unsupported(body)
     plan = ToolPlan.of(body.tools, body.tool_choice, body.parallel_tool_calls, tool_parser_for(state))
     messages = [template_message(m) for m in body.messages]
-    text = render_messages(state.worker, messages, body.tools)
-    input_ids = state.worker.tokenize(text, add_special_tokens=False)
+    bounds.check_prompt_chars(bounds.chat_chars(messages, body.tools), state.worker.context_len, "messages")
+    text = await bounds.off_loop(render_messages, state.worker, messages, body.tools)
+    input_ids = await bounds.tokenize(state.worker, text, param="messages", add_special_tokens=False)
     tags = RequestTags.from_metadata(body.metadata)
     content_chars = sum(len(m["content"]) for m in messages)
     static = estimate_static_tokens(tags.static_prefix_chars, content_chars, len(input_ids))
@@ -100,9 +103,10 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         )
         for i in range(body.n)
     ]
+    bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body, plan.grammar()))
     if constraint is not None:
-        await precompile(state.worker, jobs[0].request)  # in a thread; a schema it cannot compile is a 400
+        await precompile(state, jobs[0].request, tenant_of(request), request.is_disconnected)  # a 400 if it cannot
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     render_stream, render_full = _chat_stream, _chat_full
     if plan.is_active:
@@ -110,7 +114,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     return await _respond(request, state, jobs, body.stream, include_usage, response_id, render_stream, render_full)
 
 
-def _chat_full(state: AppState, outputs: list[Output], response_id: str) -> dict[str, Any]:
+def _chat_full(state: AppState, outputs: list[GenerateOutput], response_id: str) -> dict[str, Any]:
     texts = TokenTexts(state.worker)
     choices = [
         {
@@ -171,7 +175,7 @@ async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, inclu
         yield chunk(
             [{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]
         )
-    outputs: list[Output] = []
+    outputs: list[GenerateOutput] = []
     texts = TokenTexts(state.worker)
     try:
         async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
@@ -193,16 +197,22 @@ async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, inclu
     yield sse(DONE)
 
 
-def _completion_prompts(state: AppState, prompt: Any) -> list[tuple[str | None, list[int]]]:
+async def _completion_prompts(state: AppState, prompt: Any) -> list[tuple[str | None, list[int]]]:
     if isinstance(prompt, str):
-        return [(prompt, state.worker.tokenize(prompt))]
+        return [(prompt, await bounds.tokenize(state.worker, prompt, param="prompt"))]
     if not prompt:
         raise APIError(400, "'prompt' is empty; send a string or a list of token ids", param="prompt")
     if all(isinstance(p, int) for p in prompt):
         return [(None, list(prompt))]
     if len(prompt) > 64:
         raise APIError(400, "at most 64 prompts per request", param="prompt")
-    return [(p, state.worker.tokenize(p)) if isinstance(p, str) else (None, list(p)) for p in prompt]
+    for p in prompt:  # every prompt refused by its length before any is tokenized
+        if isinstance(p, str):
+            bounds.check_prompt_chars(len(p), state.worker.context_len, "prompt")
+    return [
+        (p, await bounds.tokenize(state.worker, p, param="prompt")) if isinstance(p, str) else (None, list(p))
+        for p in prompt
+    ]
 
 
 @router.post("/v1/completions", response_model=CompletionResponse, responses=ERRORS)
@@ -217,18 +227,19 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     salt = state.cache_salt(tenant_of(request))
     logprobs = (body.logprobs is not None, body.logprobs or 0, 0 if body.echo else -1)
     jobs = []
-    for p, (text, input_ids) in enumerate(_completion_prompts(state, body.prompt)):
+    for p, (text, input_ids) in enumerate(await _completion_prompts(state, body.prompt)):
         measured = None
         if text is not None and tags.static_prefix_chars:
-            measured = len(state.worker.tokenize(text[: tags.static_prefix_chars]))
+            measured = len(await bounds.off_loop(state.worker.tokenize, text[: tags.static_prefix_chars]))
         static = estimate_static_tokens(tags.static_prefix_chars, len(text or ""), len(input_ids), measured)
         for i in range(body.n):
             index = p * body.n + i
             work = work_request(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i, logprobs)
             jobs.append(Job("completions", "text_completion", tenant_of(request), tags, work, static, text))
+    bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body))
     if constraint is not None:
-        await precompile(state.worker, jobs[0].request)
+        await precompile(state, jobs[0].request, tenant_of(request), request.is_disconnected)
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     stream = partial(_completion_stream, echo=body.echo)
     full = partial(_completion_full, jobs=jobs, echo=body.echo)
@@ -241,13 +252,13 @@ def _prompt_text(state: AppState, job: Job) -> str:
 
 
 def _completion_choice_logprobs(
-    texts: TokenTexts, job: Job, out: Output, echo: bool, text_offset: int = 0
+    texts: TokenTexts, job: Job, out: GenerateOutput, echo: bool, text_offset: int = 0
 ) -> dict[str, Any] | None:
     values = getattr(out, "output_token_logprobs", None)
     tops = getattr(out, "output_top_logprobs", None)
     if values is None or tops is None:
         return None
-    num_top = job.request.top_logprobs_num
+    num_top = job.request.sampling.top_logprobs_num
     ids = list(out.token_ids)
     if echo:
         ids = job.request.input_ids + ids
@@ -257,7 +268,7 @@ def _completion_choice_logprobs(
 
 
 def _completion_full(
-    state: AppState, outputs: list[Output], response_id: str, *, jobs: list[Job], echo: bool
+    state: AppState, outputs: list[GenerateOutput], response_id: str, *, jobs: list[Job], echo: bool
 ) -> dict[str, Any]:
     texts = TokenTexts(state.worker)
     choices = []
@@ -293,7 +304,7 @@ async def _completion_stream(
             prompt = _prompt_text(state, job)
             offsets[i] = len(prompt)
             yield chunk([{"index": i, "text": prompt, "logprobs": None, "finish_reason": None}])
-    outputs: list[Output] = []
+    outputs: list[GenerateOutput] = []
     try:
         async with aclosing(merge([stream_job(state, job) for job in jobs])) as events:
             async for i, delta in events:
@@ -302,7 +313,7 @@ async def _completion_stream(
                 tops = getattr(delta, "top_logprobs", None)
                 logprobs = None
                 if values is not None and tops is not None and delta.token_ids:
-                    num_top = jobs[i].request.top_logprobs_num
+                    num_top = jobs[i].request.sampling.top_logprobs_num
                     logprobs = completion_logprobs(texts, delta.token_ids, values, tops, num_top, offsets[i])
                 offsets[i] += len(delta.text)
                 if delta.text or reason or logprobs:

@@ -10,9 +10,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..state import state_of
+from . import bounds
 from .errors import APIError
 from .openai_requests import template_message
-from .openai_schemas import ChatMessage, TokenId
+from .openai_schemas import ChatMessage, TokenId, refuse_lone_surrogates
 from .sse import ERRORS
 
 router = APIRouter()
@@ -22,9 +23,10 @@ class TokenizeRequest(BaseModel):
     """vLLM's two forms: `prompt` (a completion prompt) or `messages` (rendered by the chat template)."""
 
     model_config = ConfigDict(extra="ignore")
+    _valid_unicode = model_validator(mode="before")(refuse_lone_surrogates)
     model: str | None = None
     prompt: str | None = None
-    messages: list[ChatMessage] | None = None
+    messages: list[ChatMessage] | None = Field(default=None, min_length=1)
     add_special_tokens: bool | None = None  # default: True for a prompt, False for messages (as vLLM)
     add_generation_prompt: bool = True
     tools: list[dict[str, Any]] | None = None
@@ -62,19 +64,23 @@ async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
     worker = state.worker
     if body.messages is not None:
         messages = [template_message(m) for m in body.messages]
-        tokenizer = getattr(worker, "tokenizer", None)
-        if body.add_generation_prompt or not getattr(tokenizer, "chat_template", None):
-            text = worker.render_chat(messages, body.tools)
-        else:
-            kwargs = {"tools": body.tools} if body.tools else {}
-            text = tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **kwargs)
-        ids = worker.tokenize(text, add_special_tokens=bool(body.add_special_tokens))
+        bounds.check_prompt_chars(bounds.chat_chars(messages, body.tools), worker.context_len, "messages")
+        text = await bounds.off_loop(_render, worker, messages, body.tools, body.add_generation_prompt)
+        ids = await bounds.tokenize(worker, text, param="messages", add_special_tokens=bool(body.add_special_tokens))
     else:
         assert body.prompt is not None
         add = True if body.add_special_tokens is None else body.add_special_tokens
-        ids = worker.tokenize(body.prompt, add_special_tokens=add)
-    strs = [worker.detokenize([t]) for t in ids] if body.return_token_strs else None
+        ids = await bounds.tokenize(worker, body.prompt, param="prompt", add_special_tokens=add)
+    strs = await bounds.off_loop(lambda: [worker.detokenize([t]) for t in ids]) if body.return_token_strs else None
     return {"count": len(ids), "max_model_len": worker.context_len, "tokens": ids, "token_strs": strs}
+
+
+def _render(worker: Any, messages: list[dict[str, Any]], tools: Any, add_generation_prompt: bool) -> str:
+    tokenizer = getattr(worker, "tokenizer", None)
+    if add_generation_prompt or tokenizer is None or not getattr(tokenizer, "chat_template", None):
+        return str(worker.render_chat(messages, tools))
+    kwargs = {"tools": tools} if tools else {}
+    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **kwargs))
 
 
 @router.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)
@@ -86,7 +92,7 @@ async def detokenize(body: DetokenizeRequest, request: Request) -> dict[str, Any
     bad = next((t for t in body.tokens if vocab and t >= vocab), None)
     if bad is not None:
         raise APIError(400, f"token id {bad} is outside the vocabulary [0, {vocab})", param="tokens")
-    return {"prompt": state.worker.detokenize(body.tokens)}
+    return {"prompt": await bounds.off_loop(state.worker.detokenize, body.tokens)}
 
 
 @router.get("/tokenizer_info", responses=ERRORS)

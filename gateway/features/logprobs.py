@@ -58,7 +58,9 @@ def completion_logprobs(
 ) -> dict[str, Any]:
     """OpenAI completions' `choices[i].logprobs`: parallel lists `tokens`, `token_logprobs`,
     `top_logprobs` ({text: logprob}, the token itself included as vLLM does) and `text_offset`."""
-    tokens, offsets, top_dicts = [], [], []
+    tokens: list[str] = []
+    offsets: list[int] = []
+    top_dicts: list[dict[str, float] | None] = []
     for token_id, value, top in zip(token_ids, logprobs, tops, strict=True):
         text = texts(token_id)
         tokens.append(text)

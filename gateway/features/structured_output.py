@@ -8,8 +8,21 @@
 
 JSON is compact by default (one space after `:` and `,`, no newlines), as OpenAI's structured
 outputs are; `json_any_whitespace: true` (or vLLM's `disable_any_whitespace: false`) allows any.
-The engine compiles the grammar (xgrammar); `precompile` does it in a worker thread before the
-request is admitted, so a slow compile blocks no one and a schema it cannot compile is a 400.
+The engine compiles the grammar (xgrammar); `precompile` does it before the request is admitted,
+so a schema it cannot compile is a 400. Compiles are bounded work:
+
+- caps, checked before anything compiles (a 400 naming the cap): the grammar's size, a schema's
+  nesting depth and enum values, a choice list's length. Compile time grows much faster than
+  linearly with nesting; under the depth cap a schema compiles in tens of milliseconds;
+- a pool of `GRAMMAR_THREADS` threads of its own (never asyncio's default executor, which
+  `/flush_cache` and the engine bridge share), at most `MAX_QUEUED_COMPILES` waiting (503 beyond),
+  and at most `max_grammar_compiles_per_tenant` per tenant (429 beyond);
+- a deadline (`grammar_compile_timeout_s`: a 400 saying to simplify the grammar) and the client's
+  disconnect: a compile still queued is cancelled. xgrammar cannot be interrupted once it runs, so
+  a running compile finishes in its thread; its tenant's slot stays taken until it does, so no
+  tenant can pile up uninterruptible work, and the pool bounds everyone's together. (Compiling in a
+  killable subprocess would cost a process start and a tokenizer load per kill, and the compiled
+  grammar would still have to be built again inside the engine.)
 """
 
 from __future__ import annotations
@@ -17,12 +30,26 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from ..api.errors import APIError, from_engine_error
 
 JSON_OBJECT_SCHEMA = '{"type": "object"}'
+MAX_GRAMMAR_CHARS = 128 * 1024
+MAX_SCHEMA_DEPTH = 64  # JSON nesting of the schema document (an object property is two levels)
+MAX_ENUM_VALUES = 1024  # over the whole schema
+MAX_CHOICES = 1024
+GRAMMAR_THREADS = 2
+MAX_QUEUED_COMPILES = 8
+POLL_S = 0.1
+
+_pool = ThreadPoolExecutor(max_workers=GRAMMAR_THREADS, thread_name_prefix="radixgate-grammar")
+_slots_lock = threading.Lock()  # guards AppState.grammar_compiles and _num_compiles
+_num_compiles = 0  # queued or running in _pool, every app together
 
 
 @dataclass(frozen=True)
@@ -35,7 +62,7 @@ class OutputConstraint:
     json_any_whitespace: bool = False
 
     def fields(self) -> dict[str, Any]:
-        """Keyword arguments for `WorkRequest`."""
+        """Keyword arguments for `SamplingParams`."""
         return {
             "json_schema": self.json_schema,
             "regex": self.regex,
@@ -46,20 +73,60 @@ class OutputConstraint:
 
 def _schema_text(schema: Any, param: str) -> str:
     if isinstance(schema, str):
+        _check_size(schema, param)
         try:
             schema = json.loads(schema)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise APIError(400, f"'{param}' is not valid JSON: {exc}", param=param) from None
     if not isinstance(schema, dict):
         raise APIError(400, f"'{param}' must be a JSON schema object", param=param)
-    return json.dumps(schema)
+    _check_schema(schema, param)
+    text = json.dumps(schema)
+    _check_size(text, param)
+    return text
+
+
+def _check_size(text: str, param: str) -> None:
+    if len(text) > MAX_GRAMMAR_CHARS:
+        raise APIError(
+            400, f"'{param}' has {len(text)} characters; at most {MAX_GRAMMAR_CHARS} are accepted", param=param
+        )
+
+
+def _check_schema(schema: dict[str, Any], param: str) -> None:
+    """The depth and enum caps, walked without recursion (a deep document must not overflow the stack)."""
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    num_enum = 0
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise APIError(
+                400,
+                f"'{param}' nests deeper than {MAX_SCHEMA_DEPTH} levels; flatten it (an object property is two levels)",
+                param=param,
+                code="schema_too_deep",
+            )
+        if isinstance(node, dict):
+            enum = node.get("enum")
+            num_enum += len(enum) if isinstance(enum, list) else 0
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    if num_enum > MAX_ENUM_VALUES:
+        raise APIError(
+            400, f"'{param}' has {num_enum} enum values; at most {MAX_ENUM_VALUES} are accepted", param=param
+        )
 
 
 def choice_grammar(choices: Any, param: str) -> str:
     """EBNF for exactly one of the strings in `choices`."""
     if not isinstance(choices, list) or not choices or not all(isinstance(c, str) for c in choices):
         raise APIError(400, f"'{param}' must be a non-empty list of strings", param=param)
-    return "root ::= " + " | ".join(json.dumps(c) for c in choices)
+    if len(choices) > MAX_CHOICES:
+        raise APIError(400, f"'{param}' has {len(choices)} choices; at most {MAX_CHOICES} are accepted", param=param)
+    grammar = "root ::= " + " | ".join(json.dumps(c) for c in choices)
+    _check_size(grammar, param)
+    return grammar
 
 
 def _from_response_format(fmt: dict[str, Any]) -> tuple[str, str] | None:
@@ -129,21 +196,94 @@ def constraint_of(body: Any, extra: tuple[str, str] | None = None) -> OutputCons
         names = " and ".join(f"'{name}'" for name in found)
         raise APIError(400, f"{names} both constrain the output; send one of them", param=next(iter(found)))
     ((kind, source),) = found.values()
+    _check_size(source, next(iter(found)))
     any_whitespace = bool(getattr(body, "json_any_whitespace", False))
     if structured and structured.get("disable_any_whitespace") is False:
         any_whitespace = True
     return OutputConstraint(**{kind: source}, json_any_whitespace=any_whitespace)
 
 
-async def precompile(worker: Any, request: Any) -> None:
-    """Validates (and so compiles the grammar of) a constrained request in a worker thread: the
+async def precompile(
+    state: Any, request: Any, tenant: str, is_disconnected: Callable[[], Awaitable[bool]] | None = None
+) -> None:
+    """Validates (and so compiles the grammar of) a constrained request on the grammar pool: the
     engine caches the compiled grammar, and the route's own validation then finds it ready."""
-    if request.json_schema is None and request.regex is None and request.ebnf is None:
+    key = request.sampling.grammar_key
+    if key is None:
         return
+    release = _take_slot(state, tenant)
     try:
-        await asyncio.to_thread(worker.validate, request)
+        future = _pool.submit(state.worker.validate, request)
+    except BaseException:
+        release()
+        raise
+    future.add_done_callback(lambda _: release())
+    waiting = asyncio.wrap_future(future)
+    loop = asyncio.get_running_loop()
+    timeout = state.config.grammar_compile_timeout_s
+    deadline = loop.time() + timeout
+    try:
+        while not waiting.done():
+            left = deadline - loop.time()
+            if left <= 0:
+                raise APIError(
+                    400,
+                    f"the {key[0]} took longer than {timeout:g} s to compile; simplify it (fewer alternatives, "
+                    "shorter repetitions, less nesting)",
+                    param=key[0],
+                    code="grammar_too_complex",
+                )
+            await asyncio.wait({waiting}, timeout=min(POLL_S, left))
+            if not waiting.done() and is_disconnected is not None and await is_disconnected():
+                raise APIError(499, "the client closed the connection", code="client_closed_request")
+    finally:
+        future.cancel()  # timed out, client gone or task cancelled: a queued compile never starts
+    try:
+        waiting.result()
     except ValueError as exc:
         raise from_engine_error(exc) from None
+
+
+def _take_slot(state: Any, tenant: str) -> Callable[[], None]:
+    """One of the tenant's compile slots and a place in the pool's queue, or a 429 / 503."""
+    global _num_compiles
+    limit = state.config.max_grammar_compiles_per_tenant
+    with _slots_lock:
+        mine = state.grammar_compiles.get(tenant, 0)
+        if mine >= limit:
+            raise APIError(
+                429,
+                f"you have {mine} grammar compiles running (limit {limit}); wait for them, or reuse a schema "
+                "(a compiled one is cached)",
+                code="too_many_compiles",
+                headers={"Retry-After": "1"},
+            )
+        if _num_compiles >= MAX_QUEUED_COMPILES:
+            raise APIError(
+                503,
+                "the server is busy compiling grammars; retry shortly",
+                code="grammar_pool_full",
+                headers={"Retry-After": "1"},
+            )
+        state.grammar_compiles[tenant] = mine + 1
+        _num_compiles += 1
+    is_released = False
+
+    def release() -> None:
+        global _num_compiles
+        nonlocal is_released
+        with _slots_lock:
+            if is_released:
+                return
+            is_released = True
+            _num_compiles -= 1
+            left = state.grammar_compiles.get(tenant, 1) - 1
+            if left:
+                state.grammar_compiles[tenant] = left
+            else:
+                state.grammar_compiles.pop(tenant, None)
+
+    return release
 
 
 def constrain(jobs: list[Any], constraint: OutputConstraint | None) -> list[Any]:
@@ -151,4 +291,13 @@ def constrain(jobs: list[Any], constraint: OutputConstraint | None) -> list[Any]
     if constraint is None:
         return jobs
     fields = constraint.fields()
-    return [dataclasses.replace(job, request=dataclasses.replace(job.request, **fields)) for job in jobs]
+    try:
+        return [
+            dataclasses.replace(
+                job,
+                request=dataclasses.replace(job.request, sampling=dataclasses.replace(job.request.sampling, **fields)),
+            )
+            for job in jobs
+        ]
+    except ValueError as exc:  # SamplingParams refuses the combination (a grammar with min_tokens, say)
+        raise from_engine_error(exc) from None

@@ -4,21 +4,22 @@ remote servers or of `dp_size` local engines."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import replace
 
+from radixgate.engine.config import EngineConfig
+
+from ..config import GatewayConfig
 from .member import load_front_tokenizer
 from .pool import WorkerPool
 from .worker import LocalWorker
 
 
-def build_worker(config: Any) -> Any:
+def build_worker(config: GatewayConfig) -> LocalWorker | WorkerPool:
     """The worker a gateway config asks for: the co-located engine, or a pool of workers."""
     if not config.is_routed:
-        return LocalWorker.from_config(config.engine)
-    from dataclasses import replace
-
-    engine_config = config.engine
-    model_path = engine_config.model_path if engine_config is not None else "tiny"
+        return LocalWorker.from_config(config.engine or EngineConfig())
+    engine_config = config.engine or EngineConfig()
+    model_path = engine_config.model_path
     name = "tiny" if model_path == "tiny" else os.path.basename(model_path.rstrip("/"))
     num_workers = config.dp_size if not config.workers else len(config.workers)
     pool = WorkerPool(

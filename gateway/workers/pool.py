@@ -2,12 +2,14 @@
 
 The pool tokenizes in front (tokenizer files only), asks the `Router` for a worker, streams from
 it, and keeps the set healthy:
-- health checks every `health_check_interval_s` (a radixgate worker's `/server_info` also gives
-  its stats and KV capacity); a worker that fails one is out until one succeeds, and comes back
-  with an empty prefix index (a restarted engine has an empty cache);
-- a request that fails before its first delta is retried on another worker; connection errors
-  open the worker's circuit at once, other failures after `CIRCUIT_FAILURES` in a row;
-- a request that fails mid-stream fails alone, with a clear error;
+- health checks every `health_check_interval_s` (a radixgate worker's `/health`, then its
+  `/server_info` for stats and KV capacity); a worker that fails one is out until one succeeds,
+  and comes back with an empty prefix index (a restarted engine has an empty cache);
+- a request is retried elsewhere only when the worker never took it (`WorkerUnavailable`:
+  refused, 502/503/504 before admission); one rejected (4xx) or taken and failed (`WorkerError`)
+  fails alone, never retried: the next worker would fail it, or die on it, the same way. Refused
+  connections and stopped engines take the worker out at once, other failures after
+  `CIRCUIT_FAILURES` in a row;
 - `drain(id)` stops new requests to a worker and removes it once its requests finish.
 """
 
@@ -15,16 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from typing import Any
+
+from radixgate.engine.protocol import GenerateRequest, StreamDelta
 
 from ..api.errors import APIError
 from .kv_index import KVEventIndex, reachable
 from .member import Member
-from .remote import HTTPWorker, WorkerUnavailable, make_remote_worker, parse_worker_url
+from .remote import HTTPWorker, WorkerUnavailable, failed_on, is_down, make_remote_worker, parse_worker_url
 from .router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
-from .worker import Delta, LocalWorker, WorkRequest, render_chat
+from .worker import LocalWorker, asked_fields, render_chat
 
 log = logging.getLogger("radixgate.gateway.pool")
 CIRCUIT_FAILURES = 3
@@ -206,36 +210,39 @@ class WorkerPool:
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         return render_chat(self.tokenizer, messages, tools)
 
-    def validate(self, request: WorkRequest) -> None:
-        local = next((m.backend for m in self.members.values() if m.kind == "local"), None)
+    @property
+    def unsupported_fields(self) -> frozenset[str]:
+        """The fields no member honours (every field, for an empty pool: nothing can serve)."""
+        kinds = [m.backend.unsupported_fields for m in self.members.values()]
+        return frozenset.intersection(*kinds) if kinds else frozenset()
+
+    def validate(self, request: GenerateRequest) -> None:
+        """A field no member of the pool honours is a 400 naming it; the rest is checked by a local
+        engine when the pool has one, else here (the remote engine checks it again)."""
+        unserved = sorted(asked_fields(request.sampling) & self.unsupported_fields)
+        if unserved:
+            kinds = sorted({m.kind for m in self.members.values()})
+            raise ValueError(
+                f"{', '.join(unserved)}: not honoured by any worker of this pool ({', '.join(kinds)} workers); "
+                "remove it, or add a radixgate worker"
+            )
+        local = next((m.backend for m in self.members.values() if isinstance(m.backend, LocalWorker)), None)
         if local is not None:
             local.validate(request)
             return
         if not request.input_ids:
             raise ValueError("the prompt is empty; send at least one token")
-        if request.max_new_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
         vocab = len(self.tokenizer)
         if any(t >= vocab for t in request.input_ids):
             raise ValueError(f"token ids must be below the vocabulary size {vocab}")
-        # Remote workers are sent the basic sampling fields only: refuse rather than drop the rest.
-        not_forwarded = {
-            "logprobs": request.return_logprob,
-            "frequency_penalty": request.frequency_penalty != 0.0,
-            "presence_penalty": request.presence_penalty != 0.0,
-            "repetition_penalty": request.repetition_penalty != 1.0,
-            "logit_bias": bool(request.logit_bias),
-            "min_tokens": request.min_new_tokens > 0,
-        }
-        asked = [name for name, is_set in not_forwarded.items() if is_set]
-        if asked:
-            raise ValueError(f"{', '.join(asked)}: not forwarded to remote workers yet; serve with a local engine")
 
-    def _eligible(self, request: WorkRequest, tried: set[str]) -> list[Member]:
+    def _eligible(self, request: GenerateRequest, tried: set[str]) -> list[Member]:
+        asked = asked_fields(request.sampling)
         members = [
             m
             for m in self.members.values()
-            if m.is_healthy
+            if not asked & m.backend.unsupported_fields  # a member never drops part of a request
+            and m.is_healthy
             and not m.is_draining
             and m.worker_id not in tried
             and m.consecutive_failures < CIRCUIT_FAILURES
@@ -254,7 +261,7 @@ class WorkerPool:
             members = salted
         return members
 
-    async def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
+    async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
         """Stream from the chosen worker; before the first delta, a failing worker is skipped and
         the request goes to another."""
         tried: set[str] = set()
@@ -268,7 +275,7 @@ class WorkerPool:
             )
             member = self.members[choice.worker_id]
             tried.add(member.worker_id)
-            load = choice.cost_tokens + request.max_new_tokens
+            load = choice.cost_tokens + request.sampling.max_new_tokens
             member.candidate.num_requests += 1
             member.candidate.num_tokens += load
             member.num_requests += 1
@@ -292,12 +299,12 @@ class WorkerPool:
             except (WorkerUnavailable, RuntimeError) as exc:
                 member.num_failed += 1
                 member.last_error = str(exc)
-                if started:
-                    raise RuntimeError(f"worker {member.worker_id} ({member.url}): {exc}") from None
+                if is_down(exc) or (isinstance(member.backend, LocalWorker) and member.backend.failure()):
+                    member.is_healthy = False  # out until a health check passes
+                if started or not isinstance(exc, WorkerUnavailable):  # taken and failed: never retried
+                    raise failed_on(f"worker {member.worker_id} ({member.url})", exc) from None
                 member.num_retried_away += 1
                 member.consecutive_failures += 1
-                if isinstance(exc.__cause__, Exception) and "Connect" in type(exc.__cause__).__name__:
-                    member.is_healthy = False  # refused: out until a health check passes
                 last_error = f"worker {member.worker_id} ({member.url}): {exc}"
                 log.warning("retrying request %s elsewhere: %s", request.rid, last_error)
             finally:

@@ -1,10 +1,15 @@
 """Workers behind HTTP: another `radixgate serve`, or any OpenAI-compatible server (vLLM, SGLang).
 
 Both take token ids (the front gateway tokenized), stream deltas, and raise:
-- `WorkerUnavailable` when the worker cannot be reached or fails (5xx) before its first delta,
-  so the pool may retry the request elsewhere;
-- `RuntimeError` when it fails after streaming began (only that request fails);
+- `WorkerUnavailable` when the worker never took the request (refused connection, 502/503/504
+  before admission), so the pool may retry it elsewhere;
+- `WorkerError` (a `RuntimeError`) when the worker took it and failed it: an error event in its
+  stream, a 500, a connection lost once sent; only that request fails, and it is not retried;
 - `ValueError` when it rejects the request (4xx): the client's error, not the worker's.
+
+A radixgate worker is a full engine: it gets every `SamplingParams` field through the native
+`/generate` encoding and declares nothing unsupported. An OpenAI-compatible worker is sent the
+fields OpenAI's and vLLM's completions both take, and declares the rest in `unsupported_fields`.
 
 A radixgate worker gets the tenant's cache salt in a header on the worker channel (the shared
 `--worker-api-key`); it refuses that header from anyone else. A `vllm+http://` worker gets it as
@@ -15,15 +20,16 @@ it tenant-salted requests unless `--allow-unsalted-workers`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any, ClassVar
 
 import httpx
 
+from radixgate.engine.protocol import LOGPROB_FIELDS, GenerateOutput, GenerateRequest, StreamDelta, TopLogprobs
+
+from ..api.errors import APIError
 from ..observe.telemetry import trace_headers
 from ..tenancy.auth import SALT_HEADER
-from .worker import WorkRequest
 
 CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 2.0
@@ -31,27 +37,53 @@ SCHEMES = {"http": "radixgate", "https": "radixgate", "openai+http": "openai", "
 SCHEMES |= {"vllm+http": "vllm", "vllm+https": "vllm"}
 
 
+# What a failure says about the request decides whether the pool may send it to another worker:
+# - `WorkerUnavailable`: nothing about it. The worker never took it (connection refused, connect
+#   timeout, 502/503/504 or 401/403/404/429 before admission, a worker draining): another may serve it.
+# - `WorkerError`: the worker took it and failed it (an error in its stream, a 500, a connection
+#   reset once sent): the same request could fail the next worker the same way, so it is never
+#   retried. `code` is the worker's error code ("engine_unavailable": its engine has stopped).
+# - `ValueError`: the worker rejected it (4xx): the client's error, never retried.
+RETRYABLE_STATUSES = (401, 403, 404, 429, 502, 503, 504)
+ENGINE_DOWN = "engine_unavailable"
+
+
 class WorkerUnavailable(Exception):
     """The worker could not take the request (nothing was streamed): another worker may."""
 
-
-@dataclass
-class RemoteOutput:
-    rid: str
-    token_ids: list[int]
-    text: str
-    prompt_tokens: int
-    cached_tokens: int
-    finish_reason: str
-    times: dict[str, float] = field(default_factory=dict)
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
-@dataclass
-class RemoteDelta:
-    token_ids: list[int]
-    text: str
-    finished: bool = False
-    output: RemoteOutput | None = None
+class WorkerError(RuntimeError):
+    """The worker took the request and failed it: never retried elsewhere."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def is_down(exc: Exception) -> bool:
+    """The failure says the worker cannot serve anything now: connection refused, engine stopped."""
+    refused = isinstance(exc.__cause__, Exception) and "Connect" in type(exc.__cause__).__name__
+    return refused or getattr(exc, "code", None) == ENGINE_DOWN
+
+
+def failed_on(worker: str, exc: Exception) -> Exception:
+    """What a request a worker took and failed ends with: a 500 when the worker failed this request
+    alone (`request_failed`), else a RuntimeError (the gateway's 503: that engine cannot serve)."""
+    if getattr(exc, "code", None) == "request_failed":
+        return APIError(500, f"{worker}: {exc}", code="request_failed", type="server_error")
+    return RuntimeError(f"{worker}: {exc}")
+
+
+def _error_of(body: Any) -> tuple[str, str | None]:
+    """(message, code) of an OpenAI-style error body, or of anything else."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message", error)), error.get("code")
+    return str(error if error is not None else body)[:500], None
 
 
 def parse_worker_url(url: str) -> tuple[str, str]:
@@ -74,8 +106,7 @@ async def _sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]
             return
         event = json.loads(data)
         if "error" in event:
-            error = event["error"]
-            raise RuntimeError(error.get("message", str(error)) if isinstance(error, dict) else str(error))
+            raise WorkerError(*_error_of(event))
         yield event
 
 
@@ -83,6 +114,7 @@ class HTTPWorker:
     """What both HTTP workers share: the client, probing, starting a stream with retryable failures."""
 
     kind = "radixgate"
+    unsupported_fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, base_url: str, api_key: str | None = None) -> None:
         self.base_url = base_url
@@ -118,17 +150,22 @@ class HTTPWorker:
             headers = trace_headers(self._headers(cache_salt))  # the request span is current: the worker joins it
             request = self.client.build_request("POST", path, json=body, headers=headers)
             response = await self.client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # never sent
             raise WorkerUnavailable(f"{self.base_url}: {type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:  # sent, then the connection failed: the worker may have taken it
+            raise WorkerError(f"{self.base_url}: {type(exc).__name__}: {exc}") from exc
         if response.status_code >= 400:
             text = (await response.aread()).decode(errors="replace")
             await response.aclose()
             try:
-                message = json.loads(text)["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = text[:500]
-            if response.status_code >= 500 or response.status_code in (401, 403, 404, 429):
-                raise WorkerUnavailable(f"{self.base_url} answered {response.status_code}: {message}")
+                message, code = _error_of(json.loads(text))
+            except ValueError:
+                message, code = text[:500], None
+            status = response.status_code
+            if status in RETRYABLE_STATUSES:
+                raise WorkerUnavailable(f"{self.base_url} answered {status}: {message}", code)
+            if status >= 500:
+                raise WorkerError(f"{self.base_url} answered {status}: {message}", code)
             raise ValueError(message)
         return response
 
@@ -148,6 +185,7 @@ class RadixgateWorker(HTTPWorker):
     kind = "radixgate"
 
     async def probe(self) -> dict[str, Any]:
+        await super().probe()  # /health: 503 once its engine has stopped (/server_info still answers)
         response = await self.client.get("/server_info", headers=self._headers(), timeout=PROBE_TIMEOUT_S)
         response.raise_for_status()
         self.last_stats = response.json()
@@ -155,47 +193,26 @@ class RadixgateWorker(HTTPWorker):
             raise ValueError(f"{self.base_url} is itself a router; point --worker at engines")
         return self.last_stats
 
-    async def stream(self, request: WorkRequest) -> AsyncIterator[RemoteDelta]:
-        body = {
-            "input_ids": request.input_ids,
-            "rid": request.rid,
-            "stream": True,
-            "sampling_params": {
-                "max_new_tokens": request.max_new_tokens,
-                "temperature": request.temperature,
-                "top_p": request.top_p,
-                "top_k": request.top_k,
-                "min_p": request.min_p,
-                "seed": request.seed,
-                "stop": list(request.stop) or None,
-                "stop_token_ids": list(request.stop_token_ids) or None,
-                "ignore_eos": request.ignore_eos,
-            },
-        }
-        grammar = {"json_schema": request.json_schema, "regex": request.regex, "ebnf": request.ebnf}
-        body["sampling_params"].update({k: v for k, v in grammar.items() if v is not None})
-        if request.json_any_whitespace:
-            body["sampling_params"]["json_any_whitespace"] = True
+    async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+        body = {"input_ids": request.input_ids, "rid": request.rid, "stream": True, **request.sampling.to_native()}
         response = await self._open("/generate", body, request.cache_salt)
         ids: list[int] = []
         text = ""
+        num_logprobs = 0
         try:
             async for event in _sse_events(response):
                 new_ids, new_text = event["output_ids"][len(ids) :], event["text"][len(text) :]
                 ids, text = list(event["output_ids"]), event["text"]
                 meta = event["meta_info"]
-                output = None
+                delta = StreamDelta(new_ids, new_text, False)
+                if request.sampling.return_logprob and meta.get("output_token_logprobs") is not None:
+                    values, tops = _values(meta["output_token_logprobs"]), _tops(meta.get("output_top_logprobs"))
+                    delta.token_logprobs, delta.top_logprobs = values[num_logprobs:], tops[num_logprobs:]
+                    num_logprobs = len(values)
                 if meta.get("finish_reason") is not None:
-                    output = RemoteOutput(
-                        request.rid,
-                        ids,
-                        text,
-                        meta["prompt_tokens"],
-                        meta["cached_tokens"],
-                        meta["finish_reason"]["type"],
-                    )
-                yield RemoteDelta(new_ids, new_text, output is not None, output)
-                if output is not None:
+                    delta.finished, delta.output = True, _output(request, ids, text, meta)
+                yield delta
+                if delta.finished:
                     return
         except httpx.HTTPError as exc:
             raise RuntimeError(f"worker {self.base_url} failed mid-stream: {type(exc).__name__}: {exc}") from exc
@@ -217,6 +234,22 @@ class OpenAIWorker(HTTPWorker):
     text, not token ids: `tokenize` turns the text back into (approximate) ids for the counts."""
 
     kind = "openai"
+    # Not sent (each server spells them its own way, or answers them in a shape not parsed here).
+    unsupported_fields: ClassVar[frozenset[str]] = frozenset(
+        {
+            "frequency_penalty",
+            "presence_penalty",
+            "repetition_penalty",
+            "logit_bias",
+            "min_new_tokens",
+            "skip_special_tokens",
+            "json_schema",
+            "regex",
+            "ebnf",
+            "json_any_whitespace",
+            *LOGPROB_FIELDS,
+        }
+    )
 
     def __init__(
         self, base_url: str, api_key: str | None, tokenize: Callable[[str], list[int]], kind: str = "openai"
@@ -234,23 +267,24 @@ class OpenAIWorker(HTTPWorker):
             self.model = response.json()["data"][0]["id"]
         return {}
 
-    async def stream(self, request: WorkRequest) -> AsyncIterator[RemoteDelta]:
+    async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+        sampling = request.sampling
         body: dict[str, Any] = {
             "model": self.model or "default",
             "prompt": request.input_ids,
-            "max_tokens": request.max_new_tokens,
-            "temperature": request.temperature,
-            "top_p": request.top_p,
+            "max_tokens": sampling.max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if request.seed is not None:
-            body["seed"] = request.seed
-        if request.stop:
-            body["stop"] = list(request.stop)
+        if sampling.seed is not None:
+            body["seed"] = sampling.seed
+        if sampling.stop_strings:
+            body["stop"] = sampling.stop_strings
         # Extensions vLLM and SGLang both accept; sent only when set, so strict servers are not bothered.
-        extras = {"top_k": request.top_k, "min_p": request.min_p, "ignore_eos": request.ignore_eos}
-        extras["stop_token_ids"] = list(request.stop_token_ids)
+        extras: dict[str, Any] = {"top_k": sampling.top_k, "min_p": sampling.min_p, "ignore_eos": sampling.ignore_eos}
+        extras["stop_token_ids"] = list(sampling.stop_token_ids or ())
         body.update({k: v for k, v in extras.items() if v not in (-1, 0.0, False, [])})
         if self.kind == "vllm" and request.cache_salt is not None:
             body["cache_salt"] = request.cache_salt
@@ -264,7 +298,7 @@ class OpenAIWorker(HTTPWorker):
                     text += piece
                     reason = choice.get("finish_reason") or reason
                     if piece:
-                        yield RemoteDelta(self._tokenize(piece), piece)
+                        yield StreamDelta(self._tokenize(piece), piece, False)
         except httpx.HTTPError as exc:
             raise RuntimeError(f"worker {self.base_url} failed mid-stream: {type(exc).__name__}: {exc}") from exc
         finally:
@@ -273,7 +307,7 @@ class OpenAIWorker(HTTPWorker):
             raise RuntimeError(f"worker {self.base_url} ended the stream without a finish reason")
         usage = usage or {}
         cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-        output = RemoteOutput(
+        output = GenerateOutput(
             request.rid,
             self._tokenize(text),
             text,
@@ -281,7 +315,7 @@ class OpenAIWorker(HTTPWorker):
             cached,
             reason,
         )
-        yield RemoteDelta([], "", True, output)
+        yield StreamDelta([], "", True, output)
 
     def flush_cache(self, cache_salt: str | None = None) -> bool:
         """SGLang's `/flush_cache`, else vLLM's `/reset_prefix_cache`; a server with neither keeps its cache."""
@@ -292,6 +326,30 @@ class OpenAIWorker(HTTPWorker):
 
     def check_idle_invariant(self) -> None:
         """A foreign server's pages are its own business."""
+
+
+def _values(triples: list[list[Any]]) -> list[Any]:
+    """SGLang's `[logprob, token_id, text]` entries to the logprobs alone."""
+    return [entry[0] for entry in triples]
+
+
+def _tops(lists: list[list[list[Any]] | None] | None) -> list[Any]:
+    """SGLang's per-position top lists to `(token id, logprob)` pairs (None where a position has none)."""
+    return [None if top is None else [(entry[1], entry[0]) for entry in top] for top in lists or ()]
+
+
+def _output(request: GenerateRequest, ids: list[int], text: str, meta: dict[str, Any]) -> GenerateOutput:
+    """The final result from SGLang's last `meta_info`, logprobs included when they were asked for."""
+    out = GenerateOutput(
+        request.rid, ids, text, meta["prompt_tokens"], meta["cached_tokens"], meta["finish_reason"]["type"]
+    )
+    if request.sampling.return_logprob and meta.get("output_token_logprobs") is not None:
+        out.output_token_logprobs = _values(meta["output_token_logprobs"])
+        out.output_top_logprobs = _tops(meta.get("output_top_logprobs"))
+        out.input_token_logprobs = _values(meta.get("input_token_logprobs") or [])
+        prompt_tops: list[TopLogprobs | None] = _tops(meta.get("input_top_logprobs"))
+        out.input_top_logprobs = prompt_tops
+    return out
 
 
 def make_remote_worker(

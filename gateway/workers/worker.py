@@ -1,17 +1,26 @@
 """The one interface the routes use to reach an engine, and its co-located implementation.
 
-A worker takes token ids and sampling settings, streams deltas, aborts, reports stats and
-flushes its cache. `LocalWorker` wraps the in-process `radixgate.engine.Engine`;
-`worker_pool.WorkerPool` routes over many workers (local or HTTP) behind the same interface,
+A worker takes a `GenerateRequest` (token ids, `SamplingParams`, the tenant's salt), streams
+`StreamDelta`s, aborts, reports stats and flushes its cache: the types of `radixgate.engine.protocol`.
+Each kind declares the `SamplingParams` fields it cannot honour (`unsupported_fields`); the pool
+routes a request only to members that honour every field it sets (`asked_fields`). `LocalWorker`
+wraps the in-process `radixgate.engine.Engine` (loaded only when one is built);
+`pool.WorkerPool` routes over many workers (local or HTTP) behind the same interface,
 so no route knows which kind it talks to. A worker may also have `async start()` / `async
 stop()`, which the app's lifespan awaits (the pool's health checks run between them).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from radixgate.engine.config import EngineConfig
+from radixgate.engine.protocol import EngineStats, GenerateRequest, SamplingParams, StreamDelta
+
+if TYPE_CHECKING:
+    from radixgate.engine.engine import Engine
 
 FALLBACK_CHAT_ROLE_TAG = "<|{role}|>\n{content}\n"
 # As vLLM does: temperatures this small mean greedy (dividing logits by them overflows), and a
@@ -20,38 +29,18 @@ SAMPLING_EPS = 1e-5
 MIN_TOP_P = 1e-6
 
 
-@dataclass(frozen=True)
-class WorkRequest:
-    """One generation. `cache_salt` isolates tenants' prefix caches; it never comes from a client."""
+def asked_fields(sampling: SamplingParams) -> frozenset[str]:
+    """The `SamplingParams` fields a request sets to other than their defaults: what a worker must
+    honour to serve it."""
+    return frozenset(f.name for f in fields(sampling) if getattr(sampling, f.name) != f.default)
 
-    rid: str
-    input_ids: list[int]
-    max_new_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = -1
-    min_p: float = 0.0
-    seed: int | None = None
-    stop: tuple[str, ...] = ()
-    stop_token_ids: tuple[int, ...] = ()
-    ignore_eos: bool = False
-    cache_salt: str | None = None
-    route_hint: str | None = None  # prompt_cache_key / static_prefix_hash: where a new prefix should go
-    # constrained decoding, at most one (see structured_output.py); JSON compact unless any_whitespace
-    json_schema: str | None = None
-    regex: str | None = None
-    ebnf: str | None = None
-    json_any_whitespace: bool = False
-    # penalties and biases (vLLM's semantics), logprobs (raw, before any of them): see engine/runner/
-    frequency_penalty: float = 0.0
-    presence_penalty: float = 0.0
-    repetition_penalty: float = 1.0
-    logit_bias: tuple[tuple[int, float], ...] = ()
-    min_new_tokens: int = 0
-    return_logprob: bool = False
-    top_logprobs_num: int = 0
-    logprob_start_len: int = -1  # prompt logprobs from this position; -1: none
-    skip_special_tokens: bool = True
+
+def normalized(sampling: SamplingParams) -> SamplingParams:
+    """As vLLM does: a temperature below `SAMPLING_EPS` is greedy, a top_p is at least `MIN_TOP_P`."""
+    if sampling.temperature >= SAMPLING_EPS and sampling.top_p >= MIN_TOP_P:
+        return sampling
+    temperature = 0.0 if sampling.temperature < SAMPLING_EPS else sampling.temperature
+    return replace(sampling, temperature=temperature, top_p=max(sampling.top_p, MIN_TOP_P))
 
 
 def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
@@ -64,40 +53,24 @@ def render_chat(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: list[
     return "".join(parts) + "<|assistant|>\n"
 
 
-class Output(Protocol):
-    """The final result of a request (the engine's `GenerateOutput` has these fields)."""
-
-    rid: str
-    token_ids: list[int]
-    text: str
-    prompt_tokens: int
-    cached_tokens: int
-    finish_reason: str
-    times: dict[str, float]
-
-
-class Delta(Protocol):
-    """A piece of a stream; `output` is set on the final delta only."""
-
-    token_ids: list[int]
-    text: str
-    finished: bool
-    output: Output | None
-
-
 class Worker(Protocol):
     """What the gateway needs from an engine, local or remote."""
 
     model_name: str
-    context_len: int
+
+    @property
+    def context_len(self) -> int: ...
+    @property
+    def unsupported_fields(self) -> frozenset[str]:
+        """The `SamplingParams` fields this worker cannot honour: it is never sent a request setting one."""
 
     def tokenize(self, text: str, *, add_special_tokens: bool = True) -> list[int]: ...
     def detokenize(self, token_ids: Sequence[int], *, skip_special_tokens: bool = False) -> str: ...
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str: ...
-    def validate(self, request: WorkRequest) -> None:
+    def validate(self, request: GenerateRequest) -> None:
         """Raise ValueError, with a message saying what to change, if the engine would reject it."""
 
-    def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
+    def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
         """Stream deltas; closing the iterator early aborts the request and frees its pages."""
 
     def abort(self, rid: str) -> None: ...
@@ -115,18 +88,17 @@ class Worker(Protocol):
 class LocalWorker:
     """The co-located engine: its loop runs on a background thread, bridged to asyncio by `Engine.stream`."""
 
-    def __init__(self, engine: Any) -> None:
-        from radixgate.engine import SamplingParams  # heavy import, only when serving
+    unsupported_fields: ClassVar[frozenset[str]] = frozenset()
 
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._sampling_cls = SamplingParams
         self.model_name: str = engine.model_name
         self.context_len: int = engine.context_len
         self.tokenizer = engine.tokenizer
 
     @classmethod
-    def from_config(cls, engine_config: Any) -> LocalWorker:
-        from radixgate.engine import Engine
+    def from_config(cls, engine_config: EngineConfig) -> LocalWorker:
+        from radixgate.engine.engine import Engine  # the model code and torch, only when serving
 
         return cls(Engine(engine_config))
 
@@ -134,44 +106,18 @@ class LocalWorker:
         return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
 
     def detokenize(self, token_ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special_tokens)
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=skip_special_tokens))
 
     def render_chat(self, messages: Sequence[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
         return render_chat(self.tokenizer, messages, tools)
 
-    def _sampling(self, request: WorkRequest) -> Any:
-        return self._sampling_cls(
-            max_new_tokens=request.max_new_tokens,
-            temperature=0.0 if request.temperature < SAMPLING_EPS else request.temperature,
-            top_p=max(request.top_p, MIN_TOP_P),
-            top_k=request.top_k,
-            min_p=request.min_p,
-            seed=request.seed,
-            stop=list(request.stop) or None,
-            stop_token_ids=list(request.stop_token_ids) or None,
-            ignore_eos=request.ignore_eos,
-            json_schema=request.json_schema,
-            regex=request.regex,
-            ebnf=request.ebnf,
-            json_any_whitespace=request.json_any_whitespace,
-            frequency_penalty=request.frequency_penalty,
-            presence_penalty=request.presence_penalty,
-            repetition_penalty=request.repetition_penalty,
-            logit_bias=dict(request.logit_bias) or None,
-            min_new_tokens=request.min_new_tokens,
-            return_logprob=request.return_logprob,
-            top_logprobs_num=request.top_logprobs_num,
-            logprob_start_len=request.logprob_start_len,
-            skip_special_tokens=request.skip_special_tokens,
-        )
+    def validate(self, request: GenerateRequest) -> None:
+        self.engine.validate(request.input_ids, normalized(request.sampling))
 
-    def validate(self, request: WorkRequest) -> None:
-        self.engine.validate(request.input_ids, self._sampling(request))
-
-    def stream(self, request: WorkRequest) -> AsyncIterator[Delta]:
+    def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
         return self.engine.stream(
             input_ids=request.input_ids,
-            sampling=self._sampling(request),
+            sampling=normalized(request.sampling),
             cache_salt=request.cache_salt,
             rid=request.rid,
         )
@@ -182,6 +128,9 @@ class LocalWorker:
     def stats(self) -> dict[str, Any]:
         return dict(self.engine.stats())
 
+    def engine_stats(self) -> EngineStats:
+        return EngineStats.from_dict(self.engine.stats())
+
     def flush_cache(self, cache_salt: str | None = None) -> bool:
         return bool(self.engine.flush_cache(cache_salt) if cache_salt is not None else self.engine.flush_cache())
 
@@ -189,7 +138,7 @@ class LocalWorker:
         self.engine.check_idle_invariant()
 
     def failure(self) -> str | None:
-        return getattr(self.engine, "fatal_error", None)
+        return self.engine.fatal_error
 
     def close(self) -> None:
         self.engine.shutdown()

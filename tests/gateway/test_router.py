@@ -189,14 +189,15 @@ def test_unsalted_workers_refuse_tenants_unless_allowed(worker: LocalWorker) -> 
     """A plain OpenAI worker cannot keep tenants apart; a dead one is skipped, then refused with 503."""
     import asyncio
 
+    from radixgate.engine.protocol import GenerateRequest, SamplingParams
     from radixgate.gateway.api.errors import APIError
-    from radixgate.gateway.workers.worker import WorkRequest
 
     async def first_error(pool: WorkerPool, salt: str | None) -> APIError:
         member = pool.add_remote("openai+http://127.0.0.1:9")  # nothing listens on the discard port
         member.is_healthy = True  # as if its last health check had passed
         with pytest.raises(APIError) as caught:
-            async for _ in pool.stream(WorkRequest("r1", [1, 2, 3], 1, cache_salt=salt)):
+            request = GenerateRequest("r1", [1, 2, 3], SamplingParams(max_new_tokens=1), cache_salt=salt)
+            async for _ in pool.stream(request):
                 pass
         await pool.stop()
         return caught.value
@@ -205,7 +206,8 @@ def test_unsalted_workers_refuse_tenants_unless_allowed(worker: LocalWorker) -> 
     assert strict.status == 503 and strict.code == "no_salted_worker"
     lenient = WorkerPool(worker.tokenizer, "tiny", allow_unsalted_workers=True)
     error = asyncio.run(first_error(lenient, "tenant:a"))  # tried, failed before its first byte, no other worker
-    assert error.code == "no_worker_available" and "127.0.0.1:9" in error.message
+    assert error.code == "no_worker_available" and "w0" in error.message
+    assert "127.0.0.1:9" not in error.message  # the client learns the worker's id, never its address
     member = next(iter(lenient.members.values()))
     assert not member.is_healthy and member.num_retried_away == 1  # refused connection: out until a check passes
 
