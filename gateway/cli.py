@@ -43,12 +43,29 @@ ENGINE_FLAGS = (
     "tp_size",
 )
 
+TRACING_HELP = """\
+traces (OpenTelemetry; spans join the caller's W3C traceparent / tracestate / baggage):
+  OTEL_TRACES_EXPORTER                  none (default), console, otlp; a comma list
+  OTEL_EXPORTER_OTLP_PROTOCOL           http/protobuf (default) or grpc
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL    the same, for traces only (wins over the above)
+  OTEL_EXPORTER_OTLP_ENDPOINT           collector URL (default http://localhost:4318, grpc :4317)
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT    the traces URL itself (http: include /v1/traces)
+  OTEL_EXPORTER_OTLP_HEADERS            key=value,... sent to the collector
+  OTEL_EXPORTER_OTLP_INSECURE           true: grpc without TLS
+  OTEL_SERVICE_NAME                     service.name (default radixgate)
+  OTEL_RESOURCE_ATTRIBUTES              key=value,... on every span
+  OTEL_PROPAGATORS                      trace context formats read and sent (default tracecontext,baggage)
+  OTEL_SDK_DISABLED                     true: no spans at all
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="radixgate serve",
         description="OpenAI-compatible server with the co-located "
         "radixgate engine, per-tenant cache isolation, metrics, traces and a dashboard.",
+        epilog=TRACING_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--model-path",
@@ -56,20 +73,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="a local Hugging Face checkpoint folder, or 'tiny' (the built-in test model; default)",
     )
     p.add_argument("--served-model-name", default=None, help="the model id clients send (default: from the model)")
-    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=30000, help="0 picks a free port (printed at startup)")
     e = p.add_argument_group("engine")
-    e.add_argument("--device", default=None)
-    e.add_argument("--dtype", default=None)
-    e.add_argument("--page-size", type=int, default=None)
-    e.add_argument("--max-total-tokens", type=int, default=None)
-    e.add_argument("--mem-fraction-static", type=float, default=None)
+    e.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default cpu)")
+    e.add_argument(
+        "--dtype", default=None, help="float32, float16 or bfloat16 for weights and activations (default float32)"
+    )
+    e.add_argument("--page-size", type=int, default=None, help="tokens per KV page (default 1)")
+    e.add_argument(
+        "--max-total-tokens",
+        type=int,
+        default=None,
+        help="KV pool size in tokens (default: from --mem-fraction-static)",
+    )
+    e.add_argument(
+        "--mem-fraction-static", type=float, default=None, help="share of device memory for the KV pool (default 0.2)"
+    )
     e.add_argument("--kv-cache-dtype", default=None, help="auto, or an FP8 type the engine supports")
     e.add_argument("--schedule-policy", default=None, help="lpm (longest prefix match) or fcfs")
-    e.add_argument("--chunked-prefill-size", type=int, default=None)
-    e.add_argument("--disable-radix-cache", action="store_true", default=None)
-    e.add_argument("--attention-backend", default=None)
-    e.add_argument("--max-running-requests", type=int, default=None)
+    e.add_argument(
+        "--chunked-prefill-size",
+        type=int,
+        default=None,
+        help="prefill long prompts in chunks of this many tokens (default 2048)",
+    )
+    e.add_argument(
+        "--disable-radix-cache", action="store_true", default=None, help="recompute every prompt (no prefix cache)"
+    )
+    e.add_argument("--attention-backend", default=None, help="auto, torch or triton (default auto)")
+    e.add_argument(
+        "--max-running-requests", type=int, default=None, help="requests decoded together at most (default 128)"
+    )
     e.add_argument("--tp-size", type=int, default=None, help="split the model over this many ranks (tensor parallel)")
     e.add_argument("--cuda-graph-max-bs", type=int, default=None, help="decode batch sizes captured as CUDA graphs")
     e.add_argument("--disable-cuda-graph", action="store_true", default=None, help="run decode steps eagerly")
@@ -119,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-template-labels", type=int, default=20, help="templates with their own metric label")
     g.add_argument("--log-requests", action="store_true", help="log prompt text (off by default)")
     g.add_argument("--enable-debug-endpoints", action="store_true", help="serve /debug/check_idle_invariant")
-    g.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    g.add_argument(
+        "--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="default warning"
+    )
     g.add_argument("--admin-api-key", action="append", default=[], help="a key with the admin role (repeatable)")
     g.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
     g.add_argument(
