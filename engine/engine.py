@@ -7,7 +7,7 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import torch
@@ -175,32 +175,30 @@ class Engine:
         for req in sampled_reqs:
             self._after_token(req)
 
+    # Per-request boundaries: what one request's sampling, grammar, detokenization or listener
+    # raises is recorded on it (`Req.fail`) and ends that request alone, with finish_reason "error",
+    # its pages freed by `_finish` like any other; the loop goes on with the others.
     def _after_token(self, req: Req) -> None:
-        if not req.tracks_text:
-            if req.finish_reason is not None:
-                self._finish(req)
-            return
-        text = self.detokenizer.update(req)
-        if req.finish_reason is not None:
-            self._finish(req, text)
-            return
-        if req.on_update is not None:
-            req.on_update(req, req.take_delta(text, None))
+        text = self.detokenizer.update(req) if req.tracks_text else ""
+        if req.error is not None or req.finish_reason is not None:
+            self._finish(req, text if req.tracks_text else None)
+        elif req.on_update is not None and not req.send(req.take_delta(text, None)):
+            self._finish(req, "")  # its listener is gone: end it, freeing its pages
 
     def _finish(self, req: Req, last_text: str | None = None) -> None:
         self.scheduler.remove(req)
         self.penalties.release(req.rid)
         if last_text is None:
             last_text = self.detokenizer.update(req) if req.on_update else ""
-        text = (
-            req.text if req.tracks_text else self.detokenizer.decode(req.output_ids, req.sampling.skip_special_tokens)
-        )
+        text = req.text if req.tracks_text else self.detokenizer.final_text(req)
+        if req.error is not None:
+            req.finish_reason = "error"
         req.times["finished"] = time.time()
         req.result = req.output(text)
         self._reqs.pop(req.rid, None)
         self.num_finished_reqs += 1
         if req.on_update is not None:
-            req.on_update(req, req.take_delta(last_text, req.result))
+            req.send(req.take_delta(last_text, req.result))
 
     def _abort_now(self, rid: str) -> None:
         req = self._reqs.get(rid)
@@ -282,7 +280,7 @@ class Engine:
         sampling: SamplingParams | None = None,
         cache_salt: str | None = None,
         rid: str | None = None,
-    ) -> AsyncIterator[StreamDelta]:
+    ) -> AsyncGenerator[StreamDelta, None]:
         """Yields token deltas; closing the generator early aborts the request."""
         if (prompt is None) == (input_ids is None):
             raise ValueError("give exactly one of prompt= or input_ids=")

@@ -12,12 +12,28 @@ class Detokenizer:
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
 
+    def final_text(self, req: Req) -> str:
+        """The whole output's text, for a request that did not track it as it went."""
+        if req.error is not None:
+            return req.text
+        try:
+            return self.decode(req.output_ids, req.sampling.skip_special_tokens)
+        except Exception as exc:  # per request: this request fails alone (Req.fail), the loop goes on
+            req.fail("detokenization", exc)
+            return req.text
+
     def update(self, req: Req) -> str:
         """Decodes the request's output so far; cuts at a stop string (finishing the request) and
         returns the text that is safe to send now: nothing that could still become a stop string
-        or an incomplete UTF-8 character."""
+        or an incomplete UTF-8 character. A decoding failure fails this request alone (`Req.fail`)."""
+        if req.error is not None:
+            return ""
         p = req.sampling
-        text = self.decode(req.output_ids, p.skip_special_tokens)
+        try:
+            text = self.decode(req.output_ids, p.skip_special_tokens)
+        except Exception as exc:
+            req.fail("detokenization", exc)
+            return ""
         stops = p.stop_strings
         if stops:
             search_from = max(0, req.num_sent_chars - max(len(s) for s in stops))

@@ -130,14 +130,24 @@ class GrammarBackend:
             self._bitmask = xgr.allocate_token_bitmask(max(batch, 16), self.vocab_size)
         bitmask = self._bitmask[:batch]
         for i in rows:
-            info.reqs[i].grammar.fill_next_token_bitmask(bitmask, i)
+            req = info.reqs[i]
+            try:  # per request: a matcher that fails ends its request alone, its row left unmasked
+                req.grammar.fill_next_token_bitmask(bitmask, i)
+            except Exception as exc:
+                req.fail("grammar mask", exc)
+                bitmask[i] = -1
         bitmask = bitmask.to(logits.device, non_blocking=True)
         xgr.apply_token_bitmask_inplace(logits, bitmask, vocab_size=self.vocab_size, indices=rows)
 
     @staticmethod
     def accept(reqs: Sequence[Req], token_ids: Sequence[int]) -> None:
-        """Advances each constrained request's matcher by the token sampled for it."""
+        """Advances each constrained request's matcher by the token sampled for it. A token the
+        grammar refuses (or a matcher that raises) ends that request alone, with an error."""
         for req, token in zip(reqs, token_ids, strict=True):
-            if req.grammar is not None and not req.grammar.is_terminated():
-                accepted = req.grammar.accept_token(token)
-                assert accepted, f"request {req.rid}: sampled token {token} that its grammar masked out"
+            if req.grammar is None or req.error is not None:
+                continue
+            try:
+                if not req.grammar.is_terminated() and not req.grammar.accept_token(token):
+                    raise ValueError(f"sampled token {token} is not allowed by the request's grammar")
+            except Exception as exc:
+                req.fail("grammar", exc)

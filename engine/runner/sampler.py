@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..sampling_fields import torch_seed
 from ..scheduler.request import Req
 from .logprobs import OutputLogprobs
 
@@ -153,9 +154,12 @@ def _draw(probs: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
     for row, req in enumerate(reqs):
         seed = req.sampling.seed
         if seed is not None and not req.sampling.is_greedy:
-            if req.generator is None:
-                req.generator = torch.Generator(device=probs.device).manual_seed(seed)
-            noise[row].exponential_(generator=req.generator)
+            try:  # per request: a failure here ends this request alone (Req.fail), the row keeps its noise
+                if req.generator is None:
+                    req.generator = torch.Generator(device=probs.device).manual_seed(torch_seed(seed))
+                noise[row].exponential_(generator=req.generator)
+            except Exception as exc:
+                req.fail("seeded sampling", exc)
     drawn = argmax_rows(probs / noise)
     usable = torch.isfinite(probs).all(dim=-1) & (probs.sum(dim=-1) > 0)
     return torch.where(usable, drawn, torch.full_like(drawn, -1))

@@ -7,6 +7,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from radixgate._wire import TemplateStats
+from radixgate.engine.sampling_fields import INT64_MAX
+
+from .openai_schemas import Seed, refuse_lone_surrogates
 
 TokenId = Annotated[int, Field(ge=0)]
 
@@ -16,13 +19,13 @@ class NativeSamplingParams(BaseModel):
     kept as extras, for `request_fields.check_fields` to refuse by name (a key SGLang does not
     define is a 400 too, as SGLang answers)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)  # no NaN or infinite numbers
     max_new_tokens: int = Field(default=128, ge=1)
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=-1, ge=-1)
+    top_k: int = Field(default=-1, ge=-1, le=INT64_MAX)
     min_p: float = Field(default=0.0, ge=0.0, le=1.0)
-    seed: int | None = None
+    seed: Seed | None = None
     stop: str | list[str] | None = None
     stop_token_ids: list[TokenId] | None = None
     ignore_eos: bool = False
@@ -37,14 +40,15 @@ class NativeSamplingParams(BaseModel):
     min_new_tokens: int = Field(default=0, ge=0)
     n: int = Field(default=1, ge=1, le=16)
     logit_bias: dict[str, float] | None = None
-    sampling_seed: int | None = None  # SGLang's name; `seed` is radixgate's alias
+    sampling_seed: Seed | None = None  # SGLang's name; `seed` is radixgate's alias
     skip_special_tokens: bool = True
 
 
 class GenerateRequest(BaseModel):
     """`text` or `input_ids`, exactly one of them: one prompt, or a list (answered with a list)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    _valid_unicode = model_validator(mode="before")(refuse_lone_surrogates)
     text: str | list[str] | None = None
     input_ids: list[TokenId] | list[list[TokenId]] | None = None
     sampling_params: NativeSamplingParams = Field(default_factory=NativeSamplingParams)

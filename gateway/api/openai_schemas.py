@@ -10,14 +10,51 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from radixgate.engine.sampling_fields import INT64_MAX, SEED_MAX, SEED_MIN, is_utf8
 
 StopField = str | list[str] | None
 TokenId = Annotated[int, Field(ge=0)]
+Seed = Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX)]  # what the engine's torch generator takes
+
+
+def lone_surrogate_at(value: Any, path: str = "") -> str | None:
+    """Where in a JSON value a string (or object key) holds a lone surrogate ("\\ud800" in JSON),
+    which no tokenizer can encode: its dotted path, or None when all text is valid Unicode."""
+    if isinstance(value, str):
+        return None if is_utf8(value) else path or "body"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and not is_utf8(key):
+                return where
+            found = lone_surrogate_at(item, where)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = lone_surrogate_at(item, f"{path}.{i}" if path else str(i))
+            if found is not None:
+                return found
+    return None
+
+
+def refuse_lone_surrogates(data: Any) -> Any:
+    """A `mode="before"` model validator for request bodies: 400 naming the field with invalid text."""
+    where = lone_surrogate_at(data)
+    if where is not None:
+        where = where.encode("utf-8", "backslashreplace").decode()  # a key may hold the surrogate
+        raise ValueError(
+            f"'{where}' is not valid Unicode text: it holds a lone surrogate (an unpaired \\ud800-\\udfff "
+            "escape); send the text as UTF-8"
+        )
+    return data
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # NaN and infinities (Python's JSON reader takes NaN, Infinity and 1e999) are refused everywhere
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
 class StreamOptions(_Request):
@@ -42,6 +79,7 @@ class _SamplingFields(_Request):
     Other top-level keys are kept (`model_extra`) for `request_fields.check_fields` to judge."""
 
     model_config = ConfigDict(extra="allow")
+    _valid_unicode = model_validator(mode="before")(refuse_lone_surrogates)
 
     model: str = Field(min_length=1)
     max_tokens: int | None = Field(default=None, ge=1)
@@ -51,7 +89,7 @@ class _SamplingFields(_Request):
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: StopField = None
-    seed: int | None = None
+    seed: Seed | None = None
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     logit_bias: dict[str, float] | None = None
@@ -59,7 +97,7 @@ class _SamplingFields(_Request):
     metadata: dict[str, str] | None = None
     # OpenAI's cache-routing key: requests that share it go to the same cache (a router's hint)
     prompt_cache_key: str | None = Field(default=None, max_length=1024)
-    top_k: int | None = Field(default=None, ge=-1)
+    top_k: int | None = Field(default=None, ge=-1, le=INT64_MAX)
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     ignore_eos: bool = False
     stop_token_ids: list[TokenId] | None = None
