@@ -6,6 +6,9 @@ from __future__ import annotations
 import importlib
 import sys
 
+# A command's missing third-party module -> the extra that installs it (anything else: `serve`).
+EXTRA_OF_MODULE = {"ray": "ray", "lm_eval": "eval", "redis": "redis", "langchain_core": "langchain"}
+
 # subcommand words -> (module, help). Each module exposes `main(argv: list[str] | None) -> int`.
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("serve",): ("radixgate.gateway.cli", "run the OpenAI-compatible server with the co-located engine"),
@@ -49,8 +52,21 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     for words, (module_name, _) in sorted(COMMANDS.items(), key=lambda kv: -len(kv[0])):
         if tuple(args[: len(words)]) == words:
-            module = importlib.import_module(module_name)
-            return int(module.main(args[len(words) :]) or 0)
+            try:
+                module = importlib.import_module(module_name)
+                return int(module.main(args[len(words) :]) or 0)
+            except ModuleNotFoundError as exc:
+                missing = (exc.name or "").partition(".")[0]
+                if not missing or missing == "radixgate":
+                    raise  # our own module: a bug, not an install to finish
+                extra = EXTRA_OF_MODULE.get(missing, "serve")
+                command = " ".join(("radixgate", *words))
+                print(
+                    f"{command} needs the '{extra}' extra ({missing} is not installed): "
+                    f"pip install 'radixgate[{extra}]'",
+                    file=sys.stderr,
+                )
+                return 2
     if args and args[0] not in ("-h", "--help"):
         print(f"radixgate: unknown command {' '.join(args[:2])!r}\n", file=sys.stderr)
         print(_usage(), file=sys.stderr)
