@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from . import __version__
@@ -30,6 +31,7 @@ from .workers.fleet import build_worker
 from .workers.worker import Worker
 
 HISTORY_SAMPLE_S = 1.0
+DOCS_STATIC = "/docs/static"
 
 
 def create_app(
@@ -83,7 +85,9 @@ def create_app(
         if state.owns_worker:
             state.worker.close()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from files the app serves (DOCS_STATIC), never a CDN.
+    app = FastAPIOffline(
+        static_url=DOCS_STATIC,
         title="radixgate",
         version=__version__,
         lifespan=lifespan,
