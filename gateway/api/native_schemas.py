@@ -20,7 +20,7 @@ class NativeSamplingParams(BaseModel):
     define is a 400 too, as SGLang answers)."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)  # no NaN or infinite numbers
-    max_new_tokens: int = Field(default=128, ge=1)
+    max_new_tokens: int = Field(default=128, ge=1, le=INT64_MAX)
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = Field(default=-1, ge=-1, le=INT64_MAX)
@@ -37,7 +37,7 @@ class NativeSamplingParams(BaseModel):
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     repetition_penalty: float = Field(default=1.0, gt=0.0, le=2.0)
-    min_new_tokens: int = Field(default=0, ge=0)
+    min_new_tokens: int = Field(default=0, ge=0, le=INT64_MAX)
     n: int = Field(default=1, ge=1, le=16)
     logit_bias: dict[str, float] | None = None
     sampling_seed: Seed | None = None  # SGLang's name; `seed` is radixgate's alias
