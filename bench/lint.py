@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from radixgate.linter.cli import iter_files, tune_gc
+from radixgate.linter.cli import tune_gc
+from radixgate.linter.files import iter_files
 from radixgate.linter.runner import lint_paths
 from radixgate.linter.settings import Settings
 

@@ -19,6 +19,6 @@ __all__ = ["RULES", "Settings", "Violation", "lint_source"]
 
 def lint_source(source: str, filename: str = "<string>", settings: Settings | None = None) -> list[Violation]:
     """The violations in `source` (default rules unless `settings` says otherwise)."""
-    from .checker import check_source
+    from .checker import check_source  # on first use: `import radixgate.linter.rules` alone stays cheap
 
     return check_source(source, filename, settings or Settings())

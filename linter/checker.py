@@ -1,25 +1,26 @@
-"""The checker: parse a file, read its module and functions, yield `Violation`s.
+"""The checker: parse a file, read it as a project of one module, yield `Violation`s.
 
-One pass collects the module's facts (imports, constants, functions); the walker then reads the
-module body and every function, handing each prompt site to `ordering.check_site`. A module that
-defines templates gets a first silent pass so that placeholders filled in one function are known
-when the template defined in another is checked.
+The analysis (`analysis/`) parses the file and collects its module's facts, reads the module body and
+every function, and finds the prompt sites; here each site's findings (`ordering.check_site`) become
+violations, deduplicated, with `# noqa` and `# promptlint: disable` applied.
 """
 
 from __future__ import annotations
 
 import ast
-import bisect
-import itertools
 import re
-from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from collections.abc import Iterator
+from pathlib import Path
 
-from . import sinks
-from .expressions import Evaluator
-from .facts import collect_module
-from .ordering import Finding, check_site, estimate_tokens
-from .placeholders import double_brace_template, locate
+from radixgate._wire import count_tokens
+
+from .analysis.facts import Parsed, parse
+from .analysis.ordering import Finding, check_site, estimate_tokens
+from .analysis.placeholders import locate
+from .analysis.project import Project
+from .analysis.scope import Elsewhere, Module
+from .analysis.shape import Kind
+from .analysis.site import Site
 from .rules import (
     RULES,
     DynamicBeforeCacheBreakpoint,
@@ -28,46 +29,9 @@ from .rules import (
     ShortStaticPrefix,
     TurnBeforeDocuments,
 )
-from .scope import Elsewhere, Module, ParamRef, Scope, functions_in
 from .settings import Settings
-from .shape import Kind
-from .sinks import Site
 from .violation import Violation
-from .walker import Walker
 
-#: Files without any of these words (lower-cased) cannot build a prompt promptlint recognizes.
-_TRIGGER_WORDS = (
-    "prompt",
-    "messages",
-    "role",
-    "template",
-    "completion",
-    "invoke",
-    "system",
-    "instruction",
-    "preamble",
-    "generate_content",
-    "predict",
-    "complete",
-    ".post(",
-)
-#: A statement or function none of whose lines has one of these cannot hold a prompt site or
-#: fill a template placeholder, so the walker does not look inside it.
-_HOT_WORDS = _TRIGGER_WORDS + (
-    "create",
-    "generate",
-    "post",
-    "format",
-    "partial",
-    "kwargs[",
-    "inputs[",
-    ".run(",
-    ".stream(",
-    "from_",
-    "message",
-)
-#: The words `_hot_prefix` searches for: a word that contains another (`messages`, `message`) finds no new line.
-_SCAN_WORDS = tuple(w for w in _HOT_WORDS if not any(o != w and o in w for o in _HOT_WORDS))
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
 _SLOT = re.compile(r"\{[^{}]*\}")  # a `{placeholder}` of a template's text
 _ORDER_FAMILY = frozenset(
@@ -75,39 +39,9 @@ _ORDER_FAMILY = frozenset(
 )
 
 
-class ParseFailure(Exception):
-    """The file is not valid Python; the message says where."""
-
-
 def check_source(source: str, filename: str, settings: Settings) -> list[Violation]:
     """All violations in one file's `source`, sorted by position, suppressions applied."""
     return check(source, filename, settings)[0]
-
-
-class Parsed(NamedTuple):
-    """A parsed file and the facts collected from it."""
-
-    tree: ast.Module
-    lines: list[str]
-    module: Module
-    source: str
-
-
-def parse(source: str, filename: str, name: str = "", force: bool = False) -> Parsed | None:
-    """Parse `source` and collect its module facts; None when it cannot hold a prompt (unless
-    `force`: another module imports its names)."""
-    low = source.lower()
-    if not force and not any(word in low for word in _TRIGGER_WORDS):
-        return None
-    try:
-        tree = ast.parse(source, filename)
-    except SyntaxError as exc:
-        where = f"{filename}:{exc.lineno}:{exc.offset}"
-        raise ParseFailure(f"{where}: cannot parse: {exc.msg}") from None
-    lines = source.splitlines()
-    module = collect_module(tree, lines, _hot_prefix(low, len(lines)), name)
-    module.may_use_radixgate = "radixgate" in source or any(q.startswith("radixgate") for q in module.imports.values())
-    return Parsed(tree, lines, module, source)
 
 
 def check(source: str, filename: str, settings: Settings) -> tuple[list[Violation], ast.Module | None]:
@@ -115,72 +49,10 @@ def check(source: str, filename: str, settings: Settings) -> tuple[list[Violatio
     parsed = parse(source, filename)
     if parsed is None:
         return [], None
-    from pathlib import Path
-
-    from .project import Project
-
     project = Project()  # one file is a project too: its own wrappers are followed
     project.add(Path(filename), parsed, True)
     project.run()
     return violations_for(project.entries[0].sites, parsed, filename, settings), parsed.tree
-
-
-def walk(parsed: Parsed) -> list[Site]:
-    """Every prompt site of the module body and its functions (methods know their class)."""
-    sites: list[Site] = []
-    finish_walk(parsed, start_walk(parsed, sites.append))
-    return sites
-
-
-def start_walk(parsed: Parsed, on_site: Callable[[Site], None]) -> Walker:
-    """Read the module's top level (its constants), returning the walker to finish with."""
-    walker = Walker(Evaluator(parsed.module), on_site)
-    walker.body(parsed.tree.body, Scope(is_module=True))
-    return walker
-
-
-def finish_walk(parsed: Parsed, walker: Walker) -> None:
-    """Read every function (methods knowing their class), then the templates."""
-    module = parsed.module
-    hot_classes = {cls for fn, cls in functions_of(parsed) if cls and module.is_hot(fn.lineno, fn.end_lineno or 0)}
-    for fn, cls in functions_of(parsed):
-        # `__init__` of a class with a prompt method: the values it stores on `self` matter.
-        if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno) or (fn.name == "__init__" and cls in hot_classes):
-            walker.function = fn.name
-            walker.merged.clear()  # branch merging is per function
-            walker.body(fn.body, Scope(cls=cls, params=parameters(fn, (module.name, cls, fn.name))))
-    walker.function = ""
-    walker.finish()  # templates last: their placeholders may be filled anywhere in the module
-    if module.project is None:
-        template_constant_sites(module, walker.on_site)
-
-
-def template_constant_sites(module: Module, on_site: Callable[[Site], None]) -> None:
-    """Templates held in prompt-named constants, their placeholders filled as the code fills them
-    (low confidence: what sends them may not be visible)."""
-    ev = Evaluator(module)
-    ev.defining = True
-    for _name, node in module.template_constants:
-        ev.template_text = str(node.value)
-        template = double_brace_template(ev.template_text) or ev.template_text  # `{{task}}` filled by `.replace`
-        on_site(Site(node, [sinks.Segment(None, ev.fill(template, node, [], {}))], "low", None))
-
-
-def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, key: tuple[str, str | None, str]) -> dict[str, ParamRef]:
-    """References for `fn`'s parameters (`self` and `cls` left out), by name."""
-    refs: dict[str, ParamRef] = {}
-    positional = [a for a in fn.args.posonlyargs + fn.args.args if a.arg not in ("self", "cls")]
-    for index, arg in enumerate(positional):
-        refs[arg.arg] = _ref(arg.arg, key, index)
-    for arg in fn.args.kwonlyargs:
-        refs[arg.arg] = _ref(arg.arg, key, None)
-    return refs
-
-
-def _ref(name: str, key: tuple[str, str | None, str], index: int | None) -> ParamRef:
-    ref = ParamRef(id=name, ctx=ast.Load())
-    ref.fn, ref.index = key, index
-    return ref
 
 
 def violations_for(sites: list[Site], parsed: Parsed, filename: str, settings: Settings) -> list[Violation]:
@@ -188,33 +60,6 @@ def violations_for(sites: list[Site], parsed: Parsed, filename: str, settings: S
     if violations and ("noqa" in parsed.source or "promptlint:" in parsed.source):
         violations = _suppress(violations, parsed.lines, _string_ends(parsed.tree))
     return violations
-
-
-def functions_of(parsed: Parsed) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None]]:
-    """Every function of the module with its class (None for plain functions), listed once."""
-    if parsed.module.all_functions is None:
-        parsed.module.all_functions = list(functions_in(parsed.tree.body, None))
-    return parsed.module.all_functions
-
-
-def _hot_prefix(low: str, num_lines: int, extra: tuple[str, ...] = ()) -> list[int]:
-    """Running count of lines holding a `_HOT_WORDS` word (or one of `extra`, such as the names of
-    the project's wrappers): prefix[i] counts lines 1..i."""
-    starts = [0]
-    find = low.find
-    at = find("\n")
-    while at >= 0:
-        starts.append(at + 1)
-        at = find("\n", at + 1)
-    starts.append(len(low) + 1)
-    marked = bytearray(max(num_lines, len(starts)) + 1)
-    for word in _SCAN_WORDS + extra:
-        at = find(word)
-        while at >= 0:
-            line = bisect.bisect_right(starts, at)
-            marked[line] = 1
-            at = find(word, starts[line])  # the next line: one hit per line is enough
-    return list(itertools.accumulate(marked))
 
 
 def _violations(sites: list[Site], filename: str, settings: Settings, module: Module) -> Iterator[Violation]:
@@ -292,8 +137,6 @@ def _short_prefix(site: Site, minimum: int) -> Finding | None:
     chars = sum(p.chars for p in head)
     if not chars:
         return None
-    from radixgate._wire import count_tokens
-
     known = "".join(p.label for p in head)
     tokens = count_tokens(known) + max(0, chars - len(known)) // 4
     if tokens >= minimum:

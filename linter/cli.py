@@ -10,31 +10,18 @@ import argparse
 import gc
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-from . import fixes, reporters
+from radixgate import __version__
+
+from . import fixes, hit_rates, reporters
+from .analysis.facts import ParseFailure
+from .checker import check
+from .files import MissingPath, iter_files
 from .rules import RULES, MeasuredWaste, explain
+from .runner import lint_paths
 from .settings import ConfigError, Settings, find_pyproject, load_settings
 from .violation import Violation
-
-#: Never code: version control, caches, build output. (Virtual environments and vendored
-#: packages are `settings.DEFAULT_EXCLUDES`, which `--no-default-excludes` turns off.)
-_SKIP_DIRS = frozenset(
-    {
-        ".git",
-        ".hg",
-        "__pycache__",
-        ".tox",
-        ".nox",
-        "build",
-        "dist",
-        ".mypy_cache",
-        ".ruff_cache",
-        ".pytest_cache",
-        ".eggs",
-    }
-)
 
 
 def tune_gc() -> None:
@@ -119,36 +106,9 @@ def _settings(args: argparse.Namespace) -> Settings:
     )
 
 
-def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Iterator[Path]:
-    """Python files under `paths`, excluded ones skipped (explicit files only with
-    `force_exclude`)."""
-    for raw in paths:
-        path = Path(raw)
-        if path.is_file():
-            if not (force_exclude and settings.is_excluded(path)):
-                yield path
-        elif path.is_dir():
-            for folder, dirs, files in os.walk(path):
-                dirs[:] = sorted(
-                    d
-                    for d in dirs
-                    if d not in _SKIP_DIRS
-                    and not settings.is_default_excluded(d)
-                    and not settings.is_excluded(Path(folder) / d)
-                )
-                for name in sorted(files):
-                    file = Path(folder) / name
-                    if name.endswith((".py", ".pyi")) and not settings.is_excluded(file):
-                        yield file
-        else:
-            raise ToolFailure(f"{raw}: no such file or directory")
-
-
 def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -> tuple[list[Violation], int]:
     """Lint one file, applying fixes when asked; the violations that remain and how many
     were fixed."""
-    from .checker import ParseFailure, check
-
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -174,8 +134,6 @@ def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -
 
 def run(args: argparse.Namespace) -> int:
     if args.version:
-        from radixgate import __version__
-
         print(f"promptlint {__version__}")
         return 0
     if args.explain:
@@ -193,8 +151,6 @@ def run(args: argparse.Namespace) -> int:
             violations.extend(found)
             fixed += count
     else:
-        from .runner import lint_paths
-
         result = lint_paths(args.paths or ["."], settings, args.force_exclude)
         if result.failures:
             raise ToolFailure(result.failures[0])
@@ -208,8 +164,6 @@ def run(args: argparse.Namespace) -> int:
     if fixed:
         print(f"Fixed {fixed} error{'s' if fixed != 1 else ''}.", file=sys.stderr)
     if args.stats:
-        from . import hit_rates
-
         try:
             templates = hit_rates.load(args.stats, args.stats_api_key)
         except hit_rates.StatsError as exc:
@@ -237,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     tune_gc()
     try:
         return run(args)
-    except (ToolFailure, ConfigError) as exc:
+    except (ToolFailure, ConfigError, MissingPath) as exc:
         print(f"promptlint: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -8,6 +8,8 @@ import json
 from collections import Counter
 from collections.abc import Callable
 
+from radixgate import __version__
+
 from .rules import RULES
 from .violation import Fix, Violation
 
@@ -15,12 +17,6 @@ TOOL_URI = "https://github.com/radixgate/radixgate/blob/main/docs/rules.md"
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
-
-
-def _version() -> str:
-    from radixgate import __version__
-
-    return __version__
 
 
 def text(violations: list[Violation]) -> str:
@@ -128,7 +124,7 @@ def sarif(violations: list[Violation]) -> str:
         "runs": [
             {
                 "tool": {
-                    "driver": {"name": "promptlint", "version": _version(), "informationUri": TOOL_URI, "rules": rules}
+                    "driver": {"name": "promptlint", "version": __version__, "informationUri": TOOL_URI, "rules": rules}
                 },
                 "results": results,
             }

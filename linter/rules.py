@@ -1,15 +1,16 @@
 """The rule catalog: one small class per rule, its code, name, message and documentation.
 
-Detection lives in `ordering.py` (it reads the whole prompt at once); a rule here says what a
+Detection lives in `analysis/ordering.py` (it reads the whole prompt at once); a rule here says what a
 finding is called, how it reads and how severe it is. `docs/rules.md` and `promptlint --explain`
 are generated from these docstrings.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import ClassVar
 
-from .shape import Change
+from .analysis.shape import Change
 
 _SEVERITY = {
     Change.PER_REQUEST: "error",
@@ -348,7 +349,5 @@ RULES: dict[str, Rule] = {
 def explain(code: str) -> str:
     """`promptlint --explain CODE`: the rule's documentation as Markdown."""
     rule = RULES[code.upper()]
-    import inspect
-
     doc = inspect.cleandoc(type(rule).__doc__ or "")
     return f"# {rule.name} ({rule.code})\n\n{doc}\n"

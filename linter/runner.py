@@ -8,9 +8,10 @@ import gc
 from pathlib import Path
 from typing import NamedTuple
 
-from .checker import ParseFailure, parse
-from .module_paths import imports_of, module_files, module_name, project_root
-from .project import Project
+from .analysis.facts import ParseFailure, parse
+from .analysis.project import Project
+from .checker import violations_for
+from .files import imports_of, iter_files, module_files, module_name, project_root
 from .settings import Settings
 from .violation import Violation
 
@@ -44,8 +45,6 @@ def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False
 
 
 def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Result:
-    from .cli import iter_files
-
     report = list(iter_files(paths, settings, force_exclude))
     context: dict[Path, tuple[Path, bool]] = {}  # resolved -> (path, reported)
     roots: dict[Path, Path] = {}
@@ -113,8 +112,6 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
         project.run()
     except RecursionError:  # a limit of the analysis on some deeply nested file
         pass
-    from .checker import violations_for
-
     violations: list[Violation] = []
     for entry in project.entries:
         if entry.report:

@@ -27,6 +27,11 @@ from typing import Any
 
 from .rules import RULES
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
 DEFAULT_MIN_STATIC_TOKENS = 1024
 DEFAULT_MIN_LOST_TOKENS = 64
 #: Folders skipped by default wherever they sit in a tree (like ruff's default excludes): virtual
@@ -147,10 +152,6 @@ def load_settings(path: Path | None) -> Settings:
     """Settings from `path` (a pyproject.toml), or the defaults when `path` is None."""
     if path is None:
         return Settings()
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:

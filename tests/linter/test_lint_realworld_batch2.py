@@ -7,7 +7,7 @@ import textwrap
 
 from promptlint_assert import LONG, assert_lints
 
-from radixgate.linter.ordering import estimate_tokens
+from radixgate.linter.analysis.ordering import estimate_tokens
 
 CHAT = textwrap.dedent(
     """

@@ -8,7 +8,7 @@ from pathlib import Path
 from promptlint_assert import LONG, assert_lints
 
 from radixgate.linter import Settings
-from radixgate.linter.ordering import estimate_tokens
+from radixgate.linter.analysis.ordering import estimate_tokens
 from radixgate.linter.runner import lint_paths
 
 # Two halves of one block of instructions, each under 64 tokens, together over it.

@@ -4,11 +4,8 @@ itself) and random generators, seeded or not."""
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .expressions import Evaluator
-    from .scope import Scope
+from .scope import Module, Scope
 
 _PROMPT_CLASSES = (
     "radixgate.Prompt",
@@ -38,25 +35,25 @@ def root_call(node: ast.expr) -> ast.expr:
             return node
 
 
-def is_radixgate_prompt(ev: Evaluator, node: ast.expr, scope: Scope) -> bool:
+def is_radixgate_prompt(module: Module, node: ast.expr, scope: Scope) -> bool:
     """Whether `node` builds or uses a radixgate `Prompt` (a safe sink)."""
-    if not isinstance(node, ast.Call) or not (ev.module.may_use_radixgate or scope.prompts):
+    if not isinstance(node, ast.Call) or not (module.may_use_radixgate or scope.prompts):
         return False  # (`module.prompt_names` holds only names of radixgate's builders)
     func = node.func
     while isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
         func = func.value.func
-    qual = ev.module.qualname(func) or ""
+    qual = module.qualname(func) or ""
     if qual in _PROMPT_CLASSES or qual.startswith(_PROMPT_PREFIXES):
         return True
     if qual.startswith("radixgate.") and qual.rsplit(".", 1)[-1] in _SEGMENT_FUNCTIONS:
         return True
     root = root_call(node)
-    return isinstance(root, ast.Name) and (root.id in scope.prompts or root.id in ev.module.prompt_names)
+    return isinstance(root, ast.Name) and (root.id in scope.prompts or root.id in module.prompt_names)
 
 
-def rng_construction(ev: Evaluator, node: ast.expr) -> bool | None:
+def rng_construction(module: Module, node: ast.expr) -> bool | None:
     """Seededness of `random.Random(seed)` and friends; None when `node` builds no generator."""
-    if not isinstance(node, ast.Call) or ev.module.qualname(node.func) not in _RNG_CLASSES:
+    if not isinstance(node, ast.Call) or module.qualname(node.func) not in _RNG_CLASSES:
         return None
     seed = node.args[0] if node.args else _kw(node, "seed") or _kw(node, "x")
     return seed is not None and not (isinstance(seed, ast.Constant) and seed.value is None)

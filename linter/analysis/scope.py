@@ -74,7 +74,7 @@ class Module:
     template_constants: list[tuple[str, ast.Constant]] = field(default_factory=list)  # module-level
     # Templates chosen by a conditional (`EN if ... else ZH`): the variant read -> the other, same slots.
     variants: dict[ast.expr, ast.Constant] = field(default_factory=dict)
-    all_functions: list | None = None  # every (function, class or None), read once (`checker.functions_of`)
+    all_functions: list | None = None  # every (function, class or None), read once (`reader.functions_of`)
     # Dotted names already resolved, by node (None while the imports are still being collected).
     qualnames: dict[ast.expr, str | None] | None = None
 

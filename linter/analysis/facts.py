@@ -1,16 +1,85 @@
-"""A module's facts, collected once before any function is read: imports, top-level functions,
-classes and their fields, literal string constants, a global `random.seed`."""
+"""A file parsed, and its module's facts collected once before any function is read: imports,
+top-level functions, classes and their fields, literal string constants, a global `random.seed`, and
+which lines may hold part of a prompt."""
 
 from __future__ import annotations
 
 import ast
+import bisect
 import collections
+import itertools
 from collections.abc import Iterator
+from typing import NamedTuple
 
+from ..files import absolute
 from . import sinks
-from .expressions import Evaluator
+from .calls import Evaluator
 from .scope import Module, Scope
-from .walker import is_template_text
+from .walker import is_template_text, read_function
+
+#: Files without any of these words (lower-cased) cannot build a prompt promptlint recognizes.
+_TRIGGER_WORDS = (
+    "prompt",
+    "messages",
+    "role",
+    "template",
+    "completion",
+    "invoke",
+    "system",
+    "instruction",
+    "preamble",
+    "generate_content",
+    "predict",
+    "complete",
+    ".post(",
+)
+#: A statement or function none of whose lines has one of these cannot hold a prompt site or
+#: fill a template placeholder, so the walker does not look inside it.
+_HOT_WORDS = _TRIGGER_WORDS + (
+    "create",
+    "generate",
+    "post",
+    "format",
+    "partial",
+    "kwargs[",
+    "inputs[",
+    ".run(",
+    ".stream(",
+    "from_",
+    "message",
+)
+#: The words `hot_line_prefix` searches for: a word that contains another (`messages`, `message`) finds no new line.
+_SCAN_WORDS = tuple(w for w in _HOT_WORDS if not any(o != w and o in w for o in _HOT_WORDS))
+
+
+class ParseFailure(Exception):
+    """The file is not valid Python; the message says where."""
+
+
+class Parsed(NamedTuple):
+    """A parsed file and the facts collected from it."""
+
+    tree: ast.Module
+    lines: list[str]
+    module: Module
+    source: str
+
+
+def parse(source: str, filename: str, name: str = "", force: bool = False) -> Parsed | None:
+    """Parse `source` and collect its module facts; None when it cannot hold a prompt (unless
+    `force`: another module imports its names)."""
+    low = source.lower()
+    if not force and not any(word in low for word in _TRIGGER_WORDS):
+        return None
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as exc:
+        where = f"{filename}:{exc.lineno}:{exc.offset}"
+        raise ParseFailure(f"{where}: cannot parse: {exc.msg}") from None
+    lines = source.splitlines()
+    module = collect_module(tree, lines, hot_line_prefix(low, len(lines)), name)
+    module.may_use_radixgate = "radixgate" in source or any(q.startswith("radixgate") for q in module.imports.values())
+    return Parsed(tree, lines, module, source)
 
 
 def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], name: str = "") -> Module:
@@ -42,7 +111,7 @@ def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], na
             stack.extend(getattr(stmt, "orelse", [])[::-1])
             stack.extend(stmt.body[::-1])
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            found = Evaluator(module).literal(stmt.value, Scope())
+            found = Evaluator(module, read_function).literal(stmt.value, Scope())
             if found is not None:  # (not `name`: that is the module's, for relative imports further down)
                 target = stmt.targets[0].id
                 module.literals[target], module.literal_nodes[target] = found
@@ -54,14 +123,6 @@ def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], na
             module.prompt_names.add(name)
     module.qualnames = {}  # the imports are complete: dotted names can be remembered
     return module
-
-
-def absolute(name: str, target: str | None, level: int) -> str:
-    """`from ..x import y` inside module `name` -> the package path of `x`."""
-    if not level:
-        return target or ""
-    package = name.split(".")[:-level] if name else []
-    return ".".join(package + ([target] if target else []))
 
 
 def _collect_class(module: Module, cls: ast.ClassDef) -> None:
@@ -107,3 +168,23 @@ def _statements(root: ast.stmt) -> Iterator[ast.AST]:
         for name in fields:
             todo.extend(getattr(node, name))
         yield node
+
+
+def hot_line_prefix(low: str, num_lines: int, extra: tuple[str, ...] = ()) -> list[int]:
+    """Running count of lines holding a `_HOT_WORDS` word (or one of `extra`, such as the names of
+    the project's wrappers): prefix[i] counts lines 1..i."""
+    starts = [0]
+    find = low.find
+    at = find("\n")
+    while at >= 0:
+        starts.append(at + 1)
+        at = find("\n", at + 1)
+    starts.append(len(low) + 1)
+    marked = bytearray(max(num_lines, len(starts)) + 1)
+    for word in _SCAN_WORDS + extra:
+        at = find(word)
+        while at >= 0:
+            line = bisect.bisect_right(starts, at)
+            marked[line] = 1
+            at = find(word, starts[line])  # the next line: one hit per line is enough
+    return list(itertools.accumulate(marked))

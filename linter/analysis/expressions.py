@@ -1,39 +1,30 @@
-"""Evaluate an expression to a string shape: f-strings, `+`, `%`, `str.format`, `"".join`,
-`textwrap.dedent`, module constants, local assignments, taint sources and sanitizers."""
+"""The expression cases of the evaluator: f-strings, `+`, `%`, `str.format`, `"".join`, module
+constants, local names, attributes, comprehensions and templates' placeholders. What a call returns is
+the other half of the evaluator (`calls.Evaluator`)."""
 
 from __future__ import annotations
 
 import ast
 import re
+from abc import ABC, abstractmethod
 
+from ..rules import UnorderedIteration
 from . import names
-from .calls import SAME_SHAPE_METHODS, call_shape
 from .placeholders import at_placeholder, locate, placeholders, same_slots
-from .rules import UnorderedIteration
 from .scope import ListValue, Module, ParamRef, Scope, dotted
 from .shape import EMPTY, Change, Flaw, Kind, Shape, derive, flaws_of, moved, text, unknown, value, with_flaw
 
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*\d*(?:\.\d+)?[sdrifxXeEgGc]")
-_TOOLISH = frozenset(
-    {
-        "tool",
-        "tools",
-        "schema",
-        "schemas",
-        "function",
-        "functions",
-        "spec",
-        "specs",
-        "parameters",
-        "definitions",
-        "signatures",
-    }
-)
 _JOINABLE_SEP = 1
+#: String methods whose result has the shape of the string they are called on.
+SAME_SHAPE_METHODS = frozenset(
+    {"strip", "lstrip", "rstrip", "upper", "lower", "title", "capitalize", "casefold", "expandtabs", "encode", "decode"}
+)
 
 
-class Evaluator:
-    """Turns expressions into shapes within one module."""
+class ExpressionEvaluator(ABC):
+    """Turns expressions into shapes within one module; `call` (what a call returns) is the
+    subclass's, `calls.Evaluator`, the one the checker uses."""
 
     def __init__(self, module: Module) -> None:
         self.module = module
@@ -205,7 +196,7 @@ class Evaluator:
         if cls is ast.Name:
             return self.name(node, scope)  # type: ignore[arg-type]
         if cls is ast.Call:
-            return call_shape(self, node, scope, hint)  # type: ignore[arg-type]
+            return self.call(node, scope, hint)  # type: ignore[arg-type]
         if isinstance(node, ast.Constant):
             v = node.value
             return text(len(v), node, v) if isinstance(v, str) else text(len(repr(v)), node)
@@ -377,12 +368,9 @@ class Evaluator:
             shape = with_flaw(shape, Flaw(UnorderedIteration.code, node, "a set comprehension"))
         return shape
 
+    @abstractmethod
     def call(self, node: ast.Call, scope: Scope, hint: str | None) -> Shape:
-        return call_shape(self, node, scope, hint)
-
-    def is_toolish(self, node: ast.expr) -> bool:
-        label = dotted(node) or ""
-        return bool(set(names.words(label)) & _TOOLISH)
+        """The shape of the value the call `node` returns (`hint`: the name it is assigned to)."""
 
     def new_list(self, node: ast.expr, scope: Scope) -> ListValue | None:
         """A `ListValue` for a list display or a copy of a known list, else None."""

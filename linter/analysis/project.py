@@ -1,6 +1,6 @@
 """Project-wide analysis: the files linted together, each read once.
 
-1. Parse every file that can hold a prompt and collect its facts (`checker.parse`).
+1. Parse every file that can hold a prompt and collect its facts (`facts.parse`).
 2. Read each module's top level, then link: names imported from other modules of the project
    become known where they are used (literal templates, module constants, functions' returns).
 3. Read each module's functions once. Sites are found as in a single file; calls to the project's
@@ -20,21 +20,13 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checker import (
-    Parsed,
-    ParseFailure,
-    _hot_prefix,
-    finish_walk,
-    functions_of,
-    parameters,
-    parse,
-    start_walk,
-    template_constant_sites,
-)
-from .expressions import Evaluator
+from .calls import Evaluator
+from .facts import Parsed, ParseFailure, hot_line_prefix, parse
+from .reader import finish_walk, functions_of, parameters, start_walk, template_constant_sites
 from .scope import Elsewhere, Module, ParamRef, Scope
 from .shape import Shape
-from .sinks import Segment, Site, chain, is_template_call, message_segments, template_shape
+from .sinks import SinkReader, chain, is_template_call
+from .site import Segment, Site
 from .walker import Walker
 
 _ROUNDS = 4
@@ -209,10 +201,12 @@ class Project:
             low = entry.parsed.source.lower()
             hits = tuple(w for w in words if w in low)
             if hits:
-                entry.parsed.module.hot_prefix = _hot_prefix(low, len(entry.parsed.lines), hits)
+                entry.parsed.module.hot_prefix = hot_line_prefix(low, len(entry.parsed.lines), hits)
 
-    def note_call(self, ev: Evaluator, node: ast.Call, scope: Scope) -> None:
-        """Remember a call that may reach one of the project's functions, with its arguments."""
+    def note_call(self, sinks: SinkReader, node: ast.Call, scope: Scope) -> None:
+        """Remember a call that may reach one of the project's functions, with its arguments (read
+        by the walker's `sinks` and their evaluator)."""
+        ev = sinks.ev
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         if name not in self.names:
@@ -229,9 +223,9 @@ class Project:
         messages: dict[int | str, list[Segment]] = {}
         for where, arg in places:
             if not isinstance(arg, ast.Starred) and ev.literal(arg, scope) is not None:
-                templates[where] = template_shape(ev, arg, scope)
+                templates[where] = sinks.template_shape(arg, scope)
             elif _message_list(arg, scope):
-                messages[where] = message_segments(ev, arg, scope)
+                messages[where] = sinks.message_segments(arg, scope)
         self.calls.append(Call(entry, node, targets, args, kwargs, templates, messages))
 
     def targets(self, module: Module, func: ast.expr, scope: Scope) -> list[Key]:
@@ -270,10 +264,8 @@ class Project:
         other, name = found
         if name not in other.functions:
             return None
-        from .calls import function_return
-
         spot = _elsewhere(node)
-        shape = function_return(Evaluator(other), name, node)
+        shape = Evaluator(other, ev.read_function).function_return(name, node)
         return tuple(p._replace(node=node if p.is_dynamic else spot, flaws=()) for p in shape)
 
     # -- propagating ---------------------------------------------------------------------

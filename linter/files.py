@@ -1,11 +1,62 @@
-"""Where a project's modules are: its root folder, a file's dotted name, the files behind an import."""
+"""The files promptlint reads: the Python files under the paths given, a project's root folder, a
+file's dotted module name, and the files behind an import."""
 
 from __future__ import annotations
 
 import ast
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
+from .settings import Settings
+
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+#: Never code: version control, caches, build output. (Virtual environments and vendored
+#: packages are `settings.DEFAULT_EXCLUDES`, which `--no-default-excludes` turns off.)
+_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        "build",
+        "dist",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".eggs",
+    }
+)
+
+
+class MissingPath(Exception):
+    """A path given to lint does not exist; the message names it."""
+
+
+def iter_files(paths: list[str], settings: Settings, force_exclude: bool) -> Iterator[Path]:
+    """Python files under `paths`, excluded ones skipped (explicit files only with
+    `force_exclude`)."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_file():
+            if not (force_exclude and settings.is_excluded(path)):
+                yield path
+        elif path.is_dir():
+            for folder, dirs, files in os.walk(path):
+                dirs[:] = sorted(
+                    d
+                    for d in dirs
+                    if d not in _SKIP_DIRS
+                    and not settings.is_default_excluded(d)
+                    and not settings.is_excluded(Path(folder) / d)
+                )
+                for name in sorted(files):
+                    file = Path(folder) / name
+                    if name.endswith((".py", ".pyi")) and not settings.is_excluded(file):
+                        yield file
+        else:
+            raise MissingPath(f"{raw}: no such file or directory")
 
 
 def project_root(path: Path) -> Path:
@@ -28,6 +79,14 @@ def module_name(path: Path, root: Path, resolved: Path | None = None, root_resol
     if parts and parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def absolute(name: str, target: str | None, level: int) -> str:
+    """`from ..x import y` inside module `name` -> the package path of `x`."""
+    if not level:
+        return target or ""
+    package = name.split(".")[:-level] if name else []
+    return ".".join(package + ([target] if target else []))
 
 
 def module_files(root: Path, qual: str) -> list[Path]:
@@ -57,8 +116,6 @@ def imports_of(path: Path, root: Path) -> list[str]:
         if isinstance(node, ast.Import):
             out.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            from .facts import absolute
-
             base = absolute(name, node.module, node.level)
             out.extend(f"{base}.{alias.name}" if base else alias.name for alias in node.names)
     return out

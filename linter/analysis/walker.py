@@ -1,5 +1,5 @@
 """Read a function (or the module body) statement by statement: keep each local name's shape up
-to date and hand every prompt-building call to `sinks.find_site`."""
+to date and hand every prompt-building call to `SinkReader.find_site`."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import ast
 import re
 from collections.abc import Callable
 
+from ..rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from . import builders, names, placeholders, sinks
-from .expressions import Evaluator
-from .rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
+from .calls import Evaluator
 from .scope import Scope, constant_index, is_text_building
 from .shape import EMPTY, Change, Flaw, Shape, flaws_of, gathered, with_change, without_flaws
+from .site import Segment, Site
 
 #: Methods whose keyword arguments fill a template's placeholders.
 _FILL_METHODS = frozenset(
@@ -27,7 +28,7 @@ _PLACEHOLDER = re.compile(r"(?<!\{)\{[A-Za-z_][A-Za-z0-9_]*\}(?!\})")
 _MEASURES = frozenset({"size", "count", "len", "length", "tokens", "num", "id", "path", "file", "hash", "chars", "key"})
 _ORDER = frozenset({UnorderedIteration.code, UnseededShuffle.code, DirectoryOrder.code})
 
-OnSite = Callable[[sinks.Site], None]
+OnSite = Callable[[Site], None]
 
 
 class Walker:
@@ -35,6 +36,7 @@ class Walker:
 
     def __init__(self, ev: Evaluator, on_site: OnSite, reads_returns: bool = False) -> None:
         self.ev, self.on_site, self.reads_returns = ev, on_site, reads_returns  # returns: read_function's only
+        self.sinks = sinks.SinkReader(ev)
         self.returns: list[Shape] = []
         self.deferred: list[tuple[ast.Call, Scope]] = []
         self.merged: dict[str, Shape] = {}  # the most dynamic value each name had in a branch
@@ -66,7 +68,7 @@ class Walker:
             self.returns.append(shape)
             self.maybe_messages(stmt.value, scope)
             if is_site:
-                self.on_site(sinks.Site(stmt.value, [sinks.Segment(None, shape)], "high", None))
+                self.on_site(Site(stmt.value, [Segment(None, shape)], "high", None))
         elif isinstance(stmt, (ast.For, ast.AsyncFor)):
             item = self.ev.element(stmt.iter, scope)
             own = flaws_of(item)
@@ -124,12 +126,12 @@ class Walker:
         if not scope.depth:
             self.merged.pop(name, None)
         scope.values.pop(name, None)
-        if builders.is_radixgate_prompt(self.ev, value, scope):
+        if builders.is_radixgate_prompt(self.ev.module, value, scope):
             scope.prompts.add(name)
             if scope.is_module:
                 self.ev.module.prompt_names.add(name)
             return
-        seeded = builders.rng_construction(self.ev, value)
+        seeded = builders.rng_construction(self.ev.module, value)
         if seeded is not None:
             scope.rngs[name] = seeded
             return
@@ -172,9 +174,7 @@ class Walker:
         words = names.words(name)
         if set(words) & _LOW_CONFIDENCE_WORDS and words[-1] not in _MEASURES and is_text_building(value):
             self.on_site(
-                sinks.Site(
-                    value, [sinks.Segment("system" if "system" in names.words(name) else None, shape)], "low", None
-                )
+                Site(value, [Segment("system" if "system" in names.words(name) else None, shape)], "low", None)
             )
 
     def bind_attribute(self, cls: str, attr: str, value: ast.expr, scope: Scope) -> None:
@@ -261,16 +261,16 @@ class Walker:
                     self.record_fillings(ast.Call(func=node.func, args=[partial], keywords=[]), "partial", scope)
                 self.deferred.append((node, scope.child()))
                 continue
-            site = sinks.find_site(self.ev, node, scope)
+            site = self.sinks.find_site(node, scope)
             if site is not None:
                 self.on_site(site)
             elif self.ev.module.project is not None:
-                self.ev.module.project.note_call(self.ev, node, scope)
+                self.ev.module.project.note_call(self.sinks, node, scope)
 
     def finish(self) -> None:
         """Check the templates found, now that every placeholder filling has been seen."""
         for node, scope in self.deferred:
-            site = sinks.find_site(self.ev, node, scope)
+            site = self.sinks.find_site(node, scope)
             if site is not None:
                 self.on_site(site)
         self.deferred.clear()
@@ -316,10 +316,8 @@ class Walker:
             else []
         )
         if any(sinks.role_of(e) for e in elements):
-            segments = sinks.message_segments(
-                self.ev, ast.List(elts=[node]) if isinstance(node, ast.Dict) else node, scope
-            )
-            self.on_site(sinks.Site(node, segments, "high", None))
+            segments = self.sinks.message_segments(ast.List(elts=[node]) if isinstance(node, ast.Dict) else node, scope)
+            self.on_site(Site(node, segments, "high", None))
 
 
 #: Fields that never hold a call: names, operators, flags (and the leaves `Name` and `Constant`).

@@ -22,10 +22,12 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
+from radixgate._wire import count_tokens_offline
+
+from ..rules import DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt, TurnBeforeDocuments
 from .names import is_setup_slot
-from .rules import DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt, TurnBeforeDocuments
 from .shape import Change, Kind, Part, is_shared_doc
-from .sinks import Site
+from .site import Site
 
 
 class Finding(NamedTuple):
@@ -151,8 +153,6 @@ def longest_static_run(parts: list[Part], threshold: int) -> int:
 def exact_tokens(text: str, estimate: int) -> int:
     """cl100k tokens of `text`, or `estimate` where the offline encoding is not installed (never a
     download: promptlint stays offline without `--stats`)."""
-    from radixgate._wire import count_tokens_offline
-
     counted = count_tokens_offline(text)
     return estimate if counted is None else counted
 
