@@ -55,11 +55,14 @@ class RadixgateArgs(BaseModel):
     num_gpus_per_replica: float = Field(0.0, ge=0)
     engine_args: str = Field("", description="`radixgate serve` engine flags, e.g. '--max-total-tokens 8192'")
     router_policy: str | None = None
-    # The channel between the gateway and its replicas; a random secret unless given.
+    # The channel between the gateway and its replicas; $RADIXGATE_WORKER_API_KEY, else a random secret.
     worker_api_key: str | None = None
-    # Bearer keys: tenant keys (key -> tenant) and admin keys, as `radixgate serve` takes them.
+    # Bearer keys: tenant keys (key -> tenant) and admin keys, as `radixgate serve` takes them. Keys
+    # given here sit in the Serve config and on `serve run`'s command line: prefer `api_keys_file`
+    # (`radixgate serve --api-keys-file` format) and $RADIXGATE_ADMIN_API_KEY.
     api_keys: dict[str, str] = Field(default_factory=dict)
     admin_api_keys: list[str] = Field(default_factory=list)
+    api_keys_file: str | None = None
     # The address replicas listen on and announce; default: the node's address as Ray knows it.
     worker_host: str | None = None
     heartbeat_s: float = Field(1.0, gt=0)
@@ -171,9 +174,16 @@ class Gateway:
             worker_api_key=worker_api_key,
             health_check_interval_s=args.health_check_interval_s,
         )
+        from radixgate.gateway.tenancy.auth import read_keys_file
+
+        keys, admins = dict(args.api_keys), set(args.admin_api_keys)
+        for entry in read_keys_file(args.api_keys_file) if args.api_keys_file else ():
+            keys[entry.key] = entry.tenant
+            admins.update([entry.key] if entry.role == "admin" else [])
+        admins.update([os.environ["RADIXGATE_ADMIN_API_KEY"]] if os.environ.get("RADIXGATE_ADMIN_API_KEY") else [])
         self.config = GatewayConfig(
-            api_keys=dict(args.api_keys),
-            admin_api_keys=frozenset(args.admin_api_keys),
+            api_keys=keys,
+            admin_api_keys=frozenset(admins),
             worker_api_key=worker_api_key,
             router_policy=args.router_policy,
             health_check_interval_s=args.health_check_interval_s,
@@ -221,7 +231,7 @@ class Gateway:
 
 def build_app(args: RadixgateArgs) -> Any:
     """The Serve application: the gateway ingress bound to `num_replicas` engine replicas."""
-    worker_api_key = args.worker_api_key or secrets.token_urlsafe(24)
+    worker_api_key = args.worker_api_key or os.environ.get("RADIXGATE_WORKER_API_KEY") or secrets.token_urlsafe(24)
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     options: dict[str, Any] = {"num_cpus": args.num_cpus_per_replica, "num_gpus": args.num_gpus_per_replica}
     if env:

@@ -6,12 +6,15 @@ import argparse
 import dataclasses
 import logging
 import os
+import signal
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
+from .api.middleware import LOOPBACK_HOSTS
 from .config import GatewayConfig
-from .tenancy.auth import read_keys_file
+from .tenancy.auth import Authenticator, read_keys_file
 from .workers.remote import parse_worker_url
 from .workers.router import POLICIES
 
@@ -143,9 +146,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="publish KV events on free loopback ports (advertised in /server_info)",
     )
     g = p.add_argument_group("gateway")
-    g.add_argument("--api-key", default=None, help="one key; its tenant is 'default'")
     g.add_argument(
-        "--api-keys-file", default=None, help="a JSON object or 'KEY TENANT [ROLE]' lines; ROLE is tenant or admin"
+        "--api-key", default=None, help="one key; its tenant is 'default' (visible in ps: prefer $RADIXGATE_API_KEY)"
+    )
+    g.add_argument(
+        "--api-keys-file",
+        default=None,
+        help="a JSON object or 'KEY TENANT [ROLE]' lines; ROLE is tenant or admin; re-read on SIGHUP",
+    )
+    g.add_argument(
+        "--admin-api-key-file",
+        default=None,
+        help="admin keys, one a line; re-read on SIGHUP ($RADIXGATE_ADMIN_API_KEY)",
+    )
+    g.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="without API keys, also answer requests addressed to this host name (default: loopback names only)",
     )
     g.add_argument("--rate-limit-rpm", type=int, default=None, help="requests per minute per tenant")
     g.add_argument("--rate-limit-tpm", type=int, default=None, help="tokens (prompt + output) per minute per tenant")
@@ -157,7 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="default warning"
     )
-    g.add_argument("--admin-api-key", action="append", default=[], help="a key with the admin role (repeatable)")
+    g.add_argument(
+        "--admin-api-key",
+        action="append",
+        default=[],
+        help="a key with the admin role (repeatable; visible in ps: prefer --admin-api-key-file)",
+    )
     g.add_argument("--public-metrics", action="store_true", help="serve /metrics without a key")
     g.add_argument(
         "--tool-call-parser",
@@ -179,7 +203,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--worker-api-key",
         default=None,
-        help="the key a front gateway and its radixgate workers share; only on it does a worker take a tenant's salt",
+        help="the key a front gateway and its radixgate workers share; only on it does a worker take a tenant's "
+        "salt (visible in ps: prefer --worker-api-key-file or $RADIXGATE_WORKER_API_KEY)",
+    )
+    r.add_argument("--worker-api-key-file", default=None, help="a file holding the worker key")
+    r.add_argument(
+        "--worker-allowlist",
+        action="append",
+        default=None,
+        metavar="HOST_OR_CIDR",
+        help="hosts and networks POST /workers may add (repeatable; default: loopback only)",
     )
     r.add_argument(
         "--allow-unsalted-workers",
@@ -219,7 +252,13 @@ def engine_config(args: argparse.Namespace) -> Any:
     return EngineConfig(**kwargs)
 
 
-def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
+def _secret_lines(path: str) -> list[str]:
+    lines = (line.split("#", 1)[0].strip() for line in Path(path).read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line]
+
+
+def load_keys(args: argparse.Namespace) -> tuple[dict[str, str], frozenset[str]]:
+    """Tenant keys (`key -> tenant`) and admin keys from the files, the environment and the flags."""
     keys: dict[str, str] = {}
     admins = set(args.admin_api_key)
     if args.api_keys_file:
@@ -227,8 +266,43 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
             keys[entry.key] = entry.tenant
             if entry.role == "admin":
                 admins.add(entry.key)
-    if args.api_key:
-        keys[args.api_key] = "default"
+    if args.admin_api_key_file:
+        admins.update(_secret_lines(args.admin_api_key_file))
+    if os.environ.get("RADIXGATE_ADMIN_API_KEY"):
+        admins.add(os.environ["RADIXGATE_ADMIN_API_KEY"])
+    tenant_key = args.api_key or os.environ.get("RADIXGATE_API_KEY")
+    if tenant_key:
+        keys[tenant_key] = "default"
+    return keys, frozenset(admins)
+
+
+def worker_key(args: argparse.Namespace) -> str | None:
+    if args.worker_api_key_file:
+        lines = _secret_lines(args.worker_api_key_file)
+        if len(lines) != 1:
+            raise ValueError(f"{args.worker_api_key_file}: expected one worker key, found {len(lines)} lines")
+        return lines[0]
+    return args.worker_api_key or os.environ.get("RADIXGATE_WORKER_API_KEY") or None
+
+
+def reload_keys(args: argparse.Namespace, auth: Authenticator) -> None:
+    """SIGHUP: the keys files (and environment) again; a file that fails to load keeps the old keys."""
+    try:
+        auth.reload(*load_keys(args))
+    except (ValueError, OSError) as exc:
+        logging.getLogger("radixgate.gateway").error("SIGHUP: keys not reloaded, the old ones stay: %s", exc)
+        return
+    logging.getLogger("radixgate.gateway").warning("SIGHUP: API keys reloaded")
+
+
+def install_key_reload(args: argparse.Namespace, auth: Authenticator) -> None:
+    """SIGHUP re-reads the keys (its default would end the server; uvicorn handles INT and TERM only)."""
+    signal.signal(signal.SIGHUP, lambda *_: reload_keys(args, auth))
+
+
+def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
+    keys, admins = load_keys(args)
+    allowlist = tuple(args.worker_allowlist) if args.worker_allowlist else GatewayConfig.worker_allowlist
     return GatewayConfig(
         host=args.host,
         port=args.port,
@@ -242,9 +316,11 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         max_template_labels=args.max_template_labels,
         enable_debug_endpoints=args.enable_debug_endpoints,
         engine=engine,
-        admin_api_keys=frozenset(admins),
+        admin_api_keys=admins,
         public_metrics=args.public_metrics,
-        worker_api_key=args.worker_api_key,
+        worker_api_key=worker_key(args),
+        worker_allowlist=allowlist,
+        allowed_hosts=(*LOOPBACK_HOSTS, *args.allowed_host),
         workers=worker_urls(args),
         dp_size=args.dp_size,
         router_policy=args.router_policy,
@@ -298,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"radixgate serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
     app = create_app(config)  # loads the model (a routing gateway: the tokenizer only)
+    install_key_reload(args, app.state.gateway.auth)
     print_urls(args.host, sock.getsockname()[1], config.auth_enabled)
     uvicorn_config = uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5)
     server = uvicorn.Server(uvicorn_config)

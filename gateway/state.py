@@ -42,6 +42,8 @@ class AppState:
     started_at: float = field(default_factory=time.time)
     # Admitted requests with no token yet; only touched on the event loop thread.
     num_queued: int = 0
+    # Grammar compiles each tenant has running or queued (structured_output.py); guarded there.
+    grammar_compiles: dict[str, int] = field(default_factory=dict)
 
     @property
     def model_name(self) -> str:

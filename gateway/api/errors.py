@@ -2,11 +2,15 @@
 
 Every error response, including FastAPI's validation errors and unknown routes, carries
 `{"error": {"message", "type", "param", "code"}}`, which the `openai` client parses.
+
+A server-side error (5xx) never names an internal address: a worker's URL or `host:port` in its
+message is replaced before it reaches the client, and the full message is logged instead.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -29,6 +33,37 @@ _TYPE_BY_STATUS = {
 }
 
 
+# scheme://anything, IPv4 with an optional port, [IPv6]:port, and name:port
+_ADDRESS = re.compile(
+    r"[a-zA-Z][\w+.-]*://[^\s'\"),;]+"
+    r"|\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b"
+    r"|\[[0-9a-fA-F:.]+\](?::\d{1,5})?"
+    r"|\b[a-zA-Z][\w-]*(?:\.[\w-]+)*:\d{2,5}\b"
+)
+HIDDEN_ADDRESS = "<internal address>"
+# user:password@ in a URL, and the value of a field whose name says it is a secret
+_URL_PASSWORD = re.compile(r"([a-zA-Z][\w+.-]*://[^:/@\s]*:)[^@\s/]+@")
+_SECRET_FIELD = re.compile(
+    r"(?i)((?:password|passwd|secret|token|api[_-]?key|credentials?)[\"']?\s*[:=]\s*[\"']?)[^\"'\s,}&]+"
+)
+MASK = "***"
+
+
+def hide_addresses(message: str) -> str:
+    return _ADDRESS.sub(HIDDEN_ADDRESS, message)
+
+
+def redact(value: Any) -> Any:
+    """`value` with every URL password and secret-named field masked (strings, lists and dicts)."""
+    if isinstance(value, str):
+        return _SECRET_FIELD.sub(r"\1" + MASK, _URL_PASSWORD.sub(r"\1" + MASK + "@", value))
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(v) for v in value]
+    return value
+
+
 class APIError(Exception):
     """An error that reaches the client: HTTP status plus OpenAI's error fields."""
 
@@ -42,6 +77,9 @@ class APIError(Exception):
         type: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        if status >= 500 and (hidden := hide_addresses(message)) != message:
+            logger.warning("error %d sent to the client without addresses: %s", status, message)
+            message = hidden
         super().__init__(message)
         self.status = status
         self.message = message

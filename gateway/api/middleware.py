@@ -2,12 +2,18 @@
 
 Both answer with OpenAI's error body. Auth runs before the body is parsed, so a client
 without a key learns nothing about the request's validity.
+
+A server without keys that `radixgate serve` bound to loopback also has `allowed_hosts`: a `Host`
+outside them is a 403 (a web page whose name was rebound to 127.0.0.1 sends its own name), and so
+is a state-changing request a browser could send cross-site without asking first: one with an
+`Origin` that is not an allowed host, or a form or plain-text content type.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..tenancy.auth import SALT_HEADER, TENANT_HEADER, WORKER_ROLE, Authenticator, Identity, Tenant
 from .errors import COUNTED_ENDPOINTS, APIError
@@ -18,10 +24,41 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-# No key needed: liveness, and the dashboard's static shell (it holds no data; its fetches send the key).
-PUBLIC_PATHS = frozenset({"/health", "/dashboard"})
+# No key needed: liveness, the dashboard's static shell (it holds no data; its fetches send the key),
+# and the worker-key challenge (it answers an HMAC of the caller's nonce, never the key).
+PUBLIC_PATHS = frozenset({"/health", "/dashboard", "/worker_proof"})
 # With keys configured, only an admin key (or the worker channel) reaches these.
 ADMIN_PATHS = ("/workers", "/dashboard/data")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The content types a browser sends cross-site without a CORS preflight.
+SIMPLE_CONTENT_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
+
+
+def host_name(value: str) -> str:
+    """`Host` or an origin's host without the port, lowercased: `[::1]:8000` -> `::1`."""
+    host = urlsplit(value if "//" in value else "//" + value).hostname
+    return (host or "").lower()
+
+
+def browser_guard(method: str, headers: dict[str, str], allowed_hosts: Collection[str]) -> APIError | None:
+    """The refusal for a rebound `Host` or a cross-site state change, or None."""
+    hint = "this server has no API keys, so it answers only requests addressed to"
+    if host_name(headers.get("host", "")) not in allowed_hosts:
+        return APIError(
+            403, f"{hint} {', '.join(allowed_hosts)}; configure API keys to serve other names", code="host_not_allowed"
+        )
+    if method not in STATE_CHANGING:
+        return None
+    origin = headers.get("origin")
+    if origin is not None and host_name(origin) not in allowed_hosts:
+        return APIError(403, f"{hint} its own pages: cross-origin requests from {origin} are refused", code="csrf")
+    content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in SIMPLE_CONTENT_TYPES:
+        return APIError(
+            415, f"send 'Content-Type: application/json', not '{content_type}'", code="unsupported_media_type"
+        )
+    return None
 
 
 async def _send_error(send: Send, error: APIError, scope: Scope | None = None) -> None:
@@ -40,10 +77,17 @@ class AuthMiddleware:
     """Sets `scope["state"]["tenant"]` and `["role"]` from the bearer key, or answers 401 (no or a
     wrong key) or 403 (a tenant key on the control plane, or a salt header off the worker channel)."""
 
-    def __init__(self, app: ASGIApp, auth: Authenticator, public_metrics: bool = False) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        auth: Authenticator,
+        public_metrics: bool = False,
+        allowed_hosts: Collection[str] = (),
+    ) -> None:
         self.app = app
         self.auth = auth
         self.public_metrics = public_metrics
+        self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
 
     def _is_admin_path(self, path: str) -> bool:
         if path == "/metrics":
@@ -57,6 +101,10 @@ class AuthMiddleware:
         path = scope["path"]
         is_public = path in PUBLIC_PATHS or (path == "/metrics" and self.public_metrics)
         try:
+            if self.allowed_hosts and not self.auth.enabled:
+                refusal = browser_guard(scope["method"], headers, self.allowed_hosts)
+                if refusal is not None:
+                    raise refusal
             identity = Identity("default", "admin")
             if self.auth.enabled and not is_public:
                 identity = self.auth.identify(headers.get("authorization"))

@@ -156,7 +156,7 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.model_name = model_name
         self.max_template_labels = max_template_labels
-        self._template_labels: set[str] = set()
+        self._labels_by_tenant: dict[str, set[str]] = {}  # each tenant's labels count against its own cap
         self._lock = threading.Lock()
         r, m = self.registry, ["model_name"]
         self.registry.register(EngineCollector(stats, model_name, num_gateway_queued))
@@ -228,12 +228,15 @@ class Metrics:
         ):
             metric.labels(model_name)
 
-    def template_label(self, template: str) -> str:
+    def template_label(self, template: str, tenant: str = "default") -> str:
+        """The template's own label while its tenant has fewer than `max_template_labels`, else
+        `other`: one tenant's many templates never push another's out of their labels."""
         with self._lock:
-            if template in self._template_labels:
+            mine = self._labels_by_tenant.setdefault(str(tenant), set())
+            if template in mine:
                 return template
-            if len(self._template_labels) < self.max_template_labels:
-                self._template_labels.add(template)
+            if len(mine) < self.max_template_labels:
+                mine.add(template)
                 return template
         return OTHER_TEMPLATE
 
@@ -242,6 +245,7 @@ class Metrics:
         *,
         endpoint: str,
         template: str,
+        tenant: str = "default",
         prompt_tokens: int,
         completion_tokens: int,
         cached_tokens: int,
@@ -264,7 +268,7 @@ class Metrics:
         gaps = self.inter_token.labels(model)
         for gap in token_gaps:
             gaps.observe(gap)
-        label = self.template_label(template)
+        label = self.template_label(template, tenant)
         self.template_requests.labels(model, label).inc()
         self.template_prompt_tokens.labels(model, label).inc(prompt_tokens)
         self.template_cached_tokens.labels(model, label).inc(cached_tokens)

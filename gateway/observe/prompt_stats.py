@@ -107,11 +107,13 @@ class TemplateTally:
 
 
 class PromptStatsRecorder:
-    """Thread-safe aggregation keyed by (tenant, template); at most `max_templates` keys, the rest go to OTHER."""
+    """Thread-safe aggregation keyed by (tenant, template); each tenant has at most `max_templates`
+    rows of its own, its later templates go to its OTHER row (another tenant's never do)."""
 
     def __init__(self, max_templates: int = 1000) -> None:
         self.max_templates = max_templates
         self._stats: dict[tuple[str, str], TemplateTally] = {}
+        self._num_rows: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def record(
@@ -125,10 +127,11 @@ class PromptStatsRecorder:
     ) -> None:
         with self._lock:
             key = (tenant, tags.template)
-            if key not in self._stats and len(self._stats) >= self.max_templates:
+            if key not in self._stats and self._num_rows.get(tenant, 0) >= self.max_templates:
                 key = (tenant, OTHER)
             if key not in self._stats:
                 self._stats[key] = TemplateTally(template=key[1])
+                self._num_rows[tenant] = self._num_rows.get(tenant, 0) + 1
             self._stats[key].add(tags, prompt_tokens, cached_tokens, static_tokens, ttft)
 
     def snapshot(self, tenant: str | None = None) -> dict[str, Any]:

@@ -4,6 +4,10 @@ Roles: a `tenant` key reaches its own tenant's data only; an `admin` key also re
 plane (`/workers`, `/dashboard/data`, `/metrics`, a whole-cache `/flush_cache`). The `worker` role is
 the channel from a front gateway to this server (`--worker-api-key`): only on it may a request name
 the tenant and cache salt it runs under (the front gateway decided them from its own keys).
+
+An admin key without a tenant of its own runs under the tenant `admin`, so that name is reserved:
+a keys file that gives it to a tenant is refused at load (the tenant would share the admin keys'
+cache namespace). `Authenticator.reload` swaps every key at once (`radixgate serve` on SIGHUP).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from ..config import DEFAULT_TENANT
 
 ROLES = ("tenant", "admin")
 WORKER_ROLE = "worker"
+ADMIN_TENANT = "admin"  # the namespace of admin keys that have no tenant
+RESERVED_TENANTS = frozenset({ADMIN_TENANT})
 SALT_HEADER = "x-radixgate-cache-salt"
 TENANT_HEADER = "x-radixgate-tenant"
 
@@ -55,7 +61,16 @@ def read_keys_file(path: str | Path) -> list[KeyEntry]:
     for entry in entries:
         if entry.role not in ROLES:
             raise ValueError(f"{path}: key for tenant '{entry.tenant}' has role '{entry.role}'; use one of {ROLES}")
+        check_tenant_name(entry.tenant, f"{path}: ")
     return entries
+
+
+def check_tenant_name(tenant: str, where: str = "") -> None:
+    if tenant in RESERVED_TENANTS:
+        raise ValueError(
+            f"{where}the tenant name '{tenant}' is reserved (admin keys without a tenant use its cache namespace); "
+            "give that tenant another name"
+        )
 
 
 def load_api_keys_file(path: str | Path) -> dict[str, str]:
@@ -94,10 +109,21 @@ class Authenticator:
     def __init__(
         self, api_keys: Mapping[str, str], admin_keys: Collection[str] = (), worker_key: str | None = None
     ) -> None:
-        # Keys are held as digests so a lookup's timing says nothing about the key's characters.
-        self._tenants = {_digest(key): tenant for key, tenant in api_keys.items()}
-        self._admins = {_digest(key) for key in admin_keys}
         self._worker = _digest(worker_key) if worker_key else None
+        self.reload(api_keys, admin_keys)
+
+    def reload(self, api_keys: Mapping[str, str], admin_keys: Collection[str] = ()) -> None:
+        """Replace the tenant and admin keys (the worker key stays): requests in flight keep the
+        identity they had; the next one is checked against the new keys. Raises ValueError for a
+        reserved tenant name, leaving the old keys in place."""
+        for tenant in set(api_keys.values()):
+            check_tenant_name(tenant)
+        if getattr(self, "_tenants", None) and not (api_keys or admin_keys):
+            raise ValueError("the new keys file has no keys; refusing to open the server to everyone")
+        # Keys are held as digests so a lookup's timing says nothing about the key's characters.
+        tenants = {_digest(key): tenant for key, tenant in api_keys.items()}
+        admins = {_digest(key) for key in admin_keys}
+        self._tenants, self._admins = tenants, admins  # two assignments, no await between them
 
     @property
     def enabled(self) -> bool:
@@ -121,7 +147,7 @@ class Authenticator:
         if tenant is not None:
             return Identity(tenant, "admin" if digest in self._admins else "tenant")
         if digest in self._admins:
-            return Identity("admin", "admin")
+            return Identity(ADMIN_TENANT, "admin")
         raise APIError(
             401, "incorrect API key provided", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"}
         )

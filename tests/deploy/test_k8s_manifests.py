@@ -75,6 +75,25 @@ def test_every_serve_flag_exists_and_parses() -> None:
             assert config.topic.startswith(picker["topic_filter"])
 
 
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--worker-api-key")
+SECRET_ENV = ("RADIXGATE_ADMIN_API_KEY", "RADIXGATE_WORKER_API_KEY")
+
+
+def test_secrets_reach_the_server_from_secrets_as_environment_never_in_argv() -> None:
+    """Argv is visible to anyone who can list processes (`ps`, /proc): keys come from environment
+    variables filled from Secrets (read by `radixgate serve` itself) or from mounted files."""
+    for where, args in _serve_args():
+        for arg in args:
+            assert arg.split("=", 1)[0] not in SECRET_FLAGS, f"{where}: a key in argv ({arg.split('=')[0]})"
+            assert "RADIXGATE_" not in arg or "_API_KEY" not in arg, f"{where}: a key expanded into argv"
+    for path, doc in _documents():
+        for container in _radixgate_containers(doc):
+            env = {e["name"]: e for e in container.get("env", [])}
+            for name in SECRET_ENV:
+                assert "secretKeyRef" in env[name]["valueFrom"], f"{path.name}: {name} is not read from a Secret"
+                assert "value" not in env[name], f"{path.name}: {name} written into the manifest"
+
+
 def _epp_kv_events() -> dict[str, Any]:
     """What the endpoint picker's precise scorer expects of the events it receives."""
     for _, doc in _documents():
