@@ -24,8 +24,6 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
-from .config import _env
-
 SECRET_ENV = "RADIXGATE_CACHE_SECRET"
 SECRET_FILE_ENV = "RADIXGATE_CACHE_SECRET_FILE"
 _PROCESS_SECRET = secrets.token_bytes(32)  # the unconfigured default: agrees only within this process
@@ -53,6 +51,8 @@ class CacheSecret:
 
 def load_cache_secret() -> CacheSecret:
     """The deployment's secret from the environment (see the module's docstring)."""
+    from .config import _env  # config imports the KV events, which import this module
+
     path = _env("CACHE_SECRET_FILE")
     if path:
         try:

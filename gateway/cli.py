@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="publish KV events on free loopback ports (advertised in /server_info)",
     )
+    e.add_argument(
+        "--kv-events-client-key-file",
+        default=None,
+        help="the router's CURVE key pair (a zmq.auth .key_secret file) for workers whose KV events need one "
+        "(same as $RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE)",
+    )
     g = p.add_argument_group("gateway")
     g.add_argument(
         "--api-key", default=None, help="one key; its tenant is 'default' (visible in ps: prefer $RADIXGATE_API_KEY)"
@@ -240,6 +246,8 @@ def engine_config(args: argparse.Namespace) -> Any:
     if args.cache_secret_file:  # through the environment, so every engine, rank and KV index in the process agrees
         os.environ[SECRET_FILE_ENV] = args.cache_secret_file
         load_cache_secret()  # an unreadable or short secret fails at startup
+    if args.kv_events_client_key_file:
+        os.environ["RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE"] = args.kv_events_client_key_file
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     kwargs: dict[str, Any] = {}
     for name in ENGINE_FLAGS:

@@ -11,8 +11,17 @@ exactly what each engine caches. The format is vLLM's (`vllm/distributed/kv_even
 
 Blocks are `block_size` tokens (16 by default, independent of the engine's page size). The event
 structs and the block hashing (vLLM's `sha256_cbor` chain, salted per tenant) are the engine's
-contract with routers and live in `radixgate.engine.protocol`, importable without torch; this module
-holds the publisher and the recorder.
+contract with routers and live in `radixgate.engine.protocol`, importable without torch; the sockets
+and their configuration are `event_publisher.py`; this module holds the recorder.
+
+What a listener learns is kept to what routing needs: `token_ids` are empty unless the config's
+`include_token_ids` asks for them, and the chain is keyed by the deployment's cache secret
+(`cache_secret.py`): its root is vLLM's `sha256_cbor(seed)` with seed `events_hash_seed(hash_seed)`,
+and a tenant's salt enters the first block's extra keys as `events_salt(salt)`, so neither a prompt
+guessed by a listener nor a tenant's name gives a hash it can check. A vLLM-format consumer
+(llm-d's indexer) configured with that seed computes the same hashes for unsalted requests; one
+that can only be given the plain seed needs the config's `"keyed_hashes": false` (vLLM's chain from
+`hash_seed` itself, tenants' salts as they are: only where nobody else can reach the socket).
 
 Tiers are vLLM's `medium`: "GPU" for the device pool (on a CPU engine too), "CPU" for HiCache's host
 tier. A block demoted to host is a BlockRemoved on GPU and a BlockStored on CPU. Blocks written to
@@ -26,27 +35,17 @@ tokens are a prefix. A block belongs to the node holding its last token: a node 
 
 from __future__ import annotations
 
-import json
 import logging
-import queue
-import threading
-import time
-from collections import deque
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
+from ..cache_secret import CacheSecret, load_cache_secret
 from ..protocol import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_HASH_SEED,
-    END_SEQ,
     MEDIUM_GPU,
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
-    EventBatch,
     KVCacheEvent,
     block_digest,
     block_hashes,
@@ -54,137 +53,13 @@ from ..protocol import (
     first_block_extra_keys,
     root_digest,
 )
+from .event_publisher import KVEventsConfig, ZmqEventPublisher
+
+__all__ = ["KVEventRecorder", "KVEventsConfig", "ZmqEventPublisher", "keyed_salt"]
 
 log = logging.getLogger(__name__)
 
 MEMO_NODES = 1 << 16  # tree nodes whose chain state the recorder remembers (then it starts over)
-
-
-# ---- configuration -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class KVEventsConfig:
-    """vLLM's `--kv-events-config` keys, plus `block_size`. An endpoint with `*` binds (port `*`: a
-    free one), any other connects (to a subscriber that binds, as llm-d's endpoint picker does)."""
-
-    enable_kv_cache_events: bool = False
-    publisher: str = "zmq"
-    endpoint: str = "tcp://*:5557"
-    replay_endpoint: str | None = None
-    topic: str = ""
-    buffer_steps: int = 10_000
-    hwm: int = 100_000
-    max_queue_size: int = 100_000
-    block_size: int = DEFAULT_BLOCK_SIZE
-    hash_seed: str = DEFAULT_HASH_SEED
-
-    @classmethod
-    def from_json(cls, text: str) -> KVEventsConfig:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"kv_events_config is not valid JSON: {exc}") from None
-        if not isinstance(raw, dict):
-            raise ValueError("kv_events_config must be a JSON object")
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"kv_events_config: unknown keys {unknown}; known: {sorted(known)}")
-        config = cls(**raw)
-        if config.publisher not in ("zmq", "null"):
-            raise ValueError(f"kv_events_config publisher must be 'zmq' or 'null', got {config.publisher!r}")
-        if config.block_size < 1 or config.buffer_steps < 1:
-            raise ValueError("kv_events_config block_size and buffer_steps must be >= 1")
-        return config
-
-    @classmethod
-    def loopback(cls) -> KVEventsConfig:
-        """`--enable-kv-events`: publish and replay on free loopback ports."""
-        return cls(True, "zmq", "tcp://127.0.0.1:*", "tcp://127.0.0.1:*")
-
-
-# ---- publisher ---------------------------------------------------------------------------------
-class ZmqEventPublisher:
-    """PUB socket plus a ROUTER replay socket, served by one thread; batches are buffered for replay."""
-
-    def __init__(self, config: KVEventsConfig, data_parallel_rank: int = 0) -> None:
-        import zmq
-
-        self._zmq = zmq
-        self._ctx = zmq.Context()
-        self._pub = self._ctx.socket(zmq.PUB)
-        self._pub.set_hwm(config.hwm)
-        self.endpoint = self._open(self._pub, config.endpoint)
-        self._replay = None
-        self.replay_endpoint: str | None = None
-        if config.replay_endpoint:
-            self._replay = self._ctx.socket(zmq.ROUTER)
-            self.replay_endpoint = self._open(self._replay, config.replay_endpoint)
-        self.topic = config.topic
-        self._topic = config.topic.encode()
-        self._rank = data_parallel_rank
-        self._queue: queue.Queue[EventBatch | None] = queue.Queue(maxsize=config.max_queue_size)
-        self._buffer: deque[tuple[int, bytes]] = deque(maxlen=config.buffer_steps)
-        self._encoder = msgspec.msgpack.Encoder()
-        self.next_seq = 0
-        self.num_dropped = 0
-        self._thread = threading.Thread(target=self._run, name="radixgate-kv-events", daemon=True)
-        self._thread.start()
-
-    def _open(self, sock: Any, endpoint: str) -> str:
-        """Binds an endpoint with a wildcard (a `*` port picks a free one), connects any other;
-        returns the address subscribers use."""
-        if "*" in endpoint or endpoint.startswith(("ipc://", "inproc://")):
-            host, _, port = endpoint.rpartition(":")
-            if port == "*" and host.startswith("tcp://") and host != "tcp://*":
-                return f"{host}:{sock.bind_to_random_port(host)}"
-            sock.bind(endpoint)
-            return str(sock.getsockopt_string(self._zmq.LAST_ENDPOINT))
-        sock.connect(endpoint)
-        return endpoint
-
-    def publish(self, events: list[KVCacheEvent]) -> None:
-        """Called on the engine loop: never blocks (a full queue drops the batch, counted)."""
-        try:
-            self._queue.put_nowait(EventBatch(time.time(), events, self._rank))
-        except queue.Full:
-            self.num_dropped += 1
-
-    def _run(self) -> None:
-        while True:
-            if self._replay is not None and self._replay.poll(0):
-                self._serve_replay()
-            try:
-                batch = self._queue.get(timeout=0.05)
-            except queue.Empty:
-                continue
-            if batch is None:
-                return
-            payload = self._encoder.encode(batch)
-            seq = self.next_seq
-            self._pub.send_multipart((self._topic, seq.to_bytes(8, "big"), payload))
-            self._buffer.append((seq, payload))
-            self.next_seq = seq + 1
-
-    def _serve_replay(self) -> None:
-        assert self._replay is not None
-        frames = self._replay.recv_multipart()
-        if len(frames) != 3:
-            log.warning("ignoring a malformed KV-event replay request (%d frames)", len(frames))
-            return
-        client, _, start = frames
-        start_seq = int.from_bytes(start, "big")
-        for seq, payload in list(self._buffer):
-            if seq >= start_seq:
-                self._replay.send_multipart((client, b"", seq.to_bytes(8, "big"), payload))
-        self._replay.send_multipart((client, b"", END_SEQ, b""))
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join(timeout=2)
-        self._pub.close(linger=0)
-        if self._replay is not None:
-            self._replay.close(linger=0)
-        self._ctx.term()
 
 
 # ---- the tree's observer -----------------------------------------------------------------------
@@ -195,11 +70,21 @@ class KVEventRecorder:
     removes): `stored(node, medium)`, `removed(node, medium)`, `cleared()`."""
 
     def __init__(
-        self, block_size: int, publisher: ZmqEventPublisher | None, hash_seed: str = DEFAULT_HASH_SEED
+        self,
+        block_size: int,
+        publisher: ZmqEventPublisher | None,
+        hash_seed: str = DEFAULT_HASH_SEED,
+        secret: CacheSecret | None = None,
+        include_token_ids: bool = False,
+        keyed_hashes: bool = True,
     ) -> None:
         self.block_size = block_size
         self.hash_seed = hash_seed
-        self._root = root_digest(hash_seed)
+        self.secret = (secret if secret is not None else load_cache_secret()) if keyed_hashes else None
+        # what the chain is computed with
+        self.events_hash_seed = self.secret.events_hash_seed(hash_seed) if self.secret is not None else hash_seed
+        self.include_token_ids = include_token_ids
+        self._root = root_digest(self.events_hash_seed)
         self.publisher = publisher
         self.pending: list[KVCacheEvent] = []
         self.num_stored_blocks = 0
@@ -230,7 +115,7 @@ class KVEventRecorder:
         extra: list[tuple[Any, ...] | None] = []
         for k in range(boundary // bs, end // bs):
             chunk = tokens[k * bs - boundary : (k + 1) * bs - boundary]
-            keys = first_block_extra_keys(namespace) if k == 0 else None
+            keys = first_block_extra_keys(keyed_salt(self.secret, namespace)) if k == 0 else None
             digest = block_digest(digest, chunk, keys)
             hashes.append(external_hash(digest))
             chunks.append(chunk)
@@ -263,7 +148,16 @@ class KVEventRecorder:
         """A recorder publishing per `config`, hooked into `radix_cache`; None when events are off."""
         if config is None or radix_cache is None:
             return None
-        recorder = cls(config.block_size, ZmqEventPublisher(config), config.hash_seed)
+        secret = load_cache_secret()
+        if config.keyed_hashes and not secret.is_configured:
+            log.warning(
+                "KV events: no cache secret set (RADIXGATE_CACHE_SECRET_FILE or RADIXGATE_CACHE_SECRET): block "
+                "hashes are keyed by a random per-process secret, which a router in another process does not share"
+            )
+        publisher = ZmqEventPublisher(config)
+        recorder = cls(
+            config.block_size, publisher, config.hash_seed, secret, config.include_token_ids, config.keyed_hashes
+        )
         radix_cache.events = recorder
         return recorder
 
@@ -277,7 +171,11 @@ class KVEventRecorder:
                 "replay_endpoint": pub.replay_endpoint,
                 "topic": pub.topic,
                 "block_size": self.block_size,
-                "hash_seed": self.hash_seed,
+                "hash_seed": self.hash_seed,  # as configured: the chain's seed is keyed by the secret
+                "keyed_hashes": self.secret is not None,
+                "secret_id": secret_id(self.secret) if self.secret is not None else None,
+                "curve_server_key": pub.curve_server_key,
+                "include_token_ids": self.include_token_ids,
                 "next_seq": pub.next_seq,
                 "num_stored_blocks": self.num_stored_blocks,
                 "num_removed_blocks": self.num_removed_blocks,
@@ -292,19 +190,19 @@ class KVEventRecorder:
         hashes, chunks, parent, extra = self._blocks(node)
         if not hashes:
             return
-        self.pending.append(
-            BlockStored(hashes, parent, [t for c in chunks for t in c], self.block_size, None, medium, None, extra)
-        )
+        token_ids = [t for c in chunks for t in c] if self.include_token_ids else []
+        self.pending.append(BlockStored(hashes, parent, token_ids, self.block_size, None, medium, None, extra))
         self.num_stored_blocks += len(hashes)
 
     def stored_prefix(self, tokens: Sequence[int], namespace: Hashable, medium: str) -> None:
         """The full blocks of `tokens` (from the root of `namespace`) are held on `medium`, e.g. written
         to HiCache's shared remote store. The store evicts silently: these are hints, never removed."""
-        hashes = block_hashes(tokens, namespace, self.block_size, self.hash_seed)
+        salt = keyed_salt(self.secret, namespace)
+        hashes = block_hashes(tokens, salt, self.block_size, self.events_hash_seed)
         if hashes:
-            extra = [first_block_extra_keys(namespace) if i == 0 else None for i in range(len(hashes))]
-            n = len(hashes) * self.block_size
-            self.pending.append(BlockStored(hashes, None, list(tokens[:n]), self.block_size, None, medium, None, extra))
+            extra = [first_block_extra_keys(salt) if i == 0 else None for i in range(len(hashes))]
+            token_ids = list(tokens[: len(hashes) * self.block_size]) if self.include_token_ids else []
+            self.pending.append(BlockStored(hashes, None, token_ids, self.block_size, None, medium, None, extra))
             self.num_stored_blocks += len(hashes)
 
     def removed(self, node: Any, medium: str = MEDIUM_GPU) -> None:
@@ -328,3 +226,15 @@ class KVEventRecorder:
         self.flush()
         if self.publisher is not None:
             self.publisher.close()
+
+
+def keyed_salt(secret: CacheSecret | None, cache_salt: Hashable) -> Hashable:
+    """A tenant's cache salt as the KV events' hashes carry it (None: no salt; no secret: unkeyed)."""
+    if cache_salt is None or secret is None:
+        return cache_salt
+    return secret.events_salt(str(cache_salt))
+
+
+def secret_id(secret: CacheSecret) -> str:
+    """Names the secret without revealing it, so a router can tell that its own differs."""
+    return secret.derive("secret id").hex()[:16]

@@ -4,7 +4,13 @@ A `KVEventIndex` subscribes to the ZMQ endpoint the worker advertises in `/serve
 (`kv_events`), applies every `BlockStored` / `BlockRemoved` / `AllBlocksCleared` to a set of block
 hashes per medium, and answers how many leading blocks of a request the worker holds on its device
 and in its other tiers. The request's blocks are hashed exactly as the engine hashes them (chained,
-the tenant's salt in the first block), so a prefix cached under another salt never matches.
+the tenant's salt in the first block, both keyed by the cache secret), so a prefix cached under
+another salt never matches. The gateway and its workers need the same secret
+(`RADIXGATE_CACHE_SECRET_FILE`); the worker advertises its secret's id and a mismatch is logged.
+
+A worker whose events speak CURVE advertises its public key (`curve_server_key`); the index then
+authenticates with the key pair in `RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE` (a `zmq.auth` certificate
+with the secret key, whose public half the worker allows).
 
 It stays exact by sequence numbers: a gap, or a health check reporting a newer sequence than the
 index has applied, asks the worker's replay socket for everything from the first missing number.
@@ -14,6 +20,7 @@ While it is behind (`is_synced` False) the router falls back to its approximate 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -23,12 +30,31 @@ from urllib.parse import urlsplit
 import msgspec
 import zmq
 
+from radixgate.engine.cache_secret import CacheSecret, load_cache_secret
 from radixgate.engine.protocol import END_SEQ, MEDIUM_GPU, MEDIUM_REMOTE, block_hashes
 
 log = logging.getLogger(__name__)
 # A block held in host memory or on disk is loaded, not recomputed: worth this share of a device hit.
 LOWER_TIER_CREDIT = 0.5
 STALE_AFTER_S = 1.0  # behind the worker's sequence this long (replay did not catch up): not synced
+CLIENT_KEY_FILE_ENV = "RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE"
+
+
+def curve_client(info: dict[str, Any]) -> tuple[bytes, bytes, bytes] | None:
+    """(server public key, client public key, client secret key) for a worker whose events speak
+    CURVE; None for one that does not. Raises ValueError when no client key is configured."""
+    server_key = info.get("curve_server_key")
+    if not server_key:
+        return None
+    path = os.environ.get(CLIENT_KEY_FILE_ENV)
+    if not path:
+        raise ValueError(f"its KV events need CURVE keys: set {CLIENT_KEY_FILE_ENV} (--kv-events-client-key-file)")
+    from zmq.auth import load_certificate
+
+    public, secret = load_certificate(path)
+    if secret is None:
+        raise ValueError(f"{CLIENT_KEY_FILE_ENV}={path} holds no secret key (use the .key_secret file)")
+    return str(server_key).encode(), public, secret
 
 
 def reachable(endpoint: str, worker_url: str) -> str:
@@ -42,13 +68,30 @@ def reachable(endpoint: str, worker_url: str) -> str:
 
 
 class KVEventIndex:
-    def __init__(self, worker_url: str, info: dict[str, Any], shared_remote: set[int] | None = None) -> None:
+    def __init__(
+        self,
+        worker_url: str,
+        info: dict[str, Any],
+        shared_remote: set[int] | None = None,
+        secret: CacheSecret | None = None,
+    ) -> None:
+        from radixgate.engine.kvcache.kv_events import secret_id
+
         self.worker_url = worker_url
+        self.secret = (secret if secret is not None else load_cache_secret()) if info.get("keyed_hashes") else None
+        self.curve = curve_client(info)
+        if self.secret is not None and info.get("secret_id") not in (None, secret_id(self.secret)):
+            log.warning(
+                "KV events of %s are keyed by another cache secret than this gateway's: exact routing to it "
+                "never matches; give both the same RADIXGATE_CACHE_SECRET_FILE",
+                worker_url,
+            )
         self.endpoint = reachable(info["endpoint"], worker_url)
         self.replay_endpoint = reachable(info["replay_endpoint"], worker_url) if info.get("replay_endpoint") else None
         self.topic = str(info.get("topic") or "")
         self.block_size = int(info["block_size"])
         self.hash_seed = str(info.get("hash_seed", "0"))
+        self.events_hash_seed = self.secret.events_hash_seed(self.hash_seed) if self.secret else self.hash_seed
         self.blocks: dict[int, set[str]] = {}
         # Blocks in HiCache's remote store, pooled across the workers of one gateway: any of them loads them.
         self.shared_remote: set[int] = shared_remote if shared_remote is not None else set()
@@ -69,7 +112,8 @@ class KVEventIndex:
     # ---- what the router asks ----------------------------------------------------------------
     def match_tokens(self, input_ids: Sequence[int], cache_salt: str | None) -> int:
         """Tokens of the request's prefix the worker holds: device blocks, then lower tiers at partial credit."""
-        hashes = block_hashes(input_ids, cache_salt, self.block_size, self.hash_seed)
+        salt = cache_salt if cache_salt is None or self.secret is None else self.secret.events_salt(cache_salt)
+        hashes = block_hashes(input_ids, salt, self.block_size, self.events_hash_seed)
         device = lower = 0
         with self._lock:
             for h in hashes:
@@ -114,8 +158,14 @@ class KVEventIndex:
     # ---- the subscriber thread ---------------------------------------------------------------
     _want_replay = True  # a fresh index replays from the start of the worker's buffer
 
+    def _socket(self, kind: int) -> zmq.Socket:
+        sock = self._ctx.socket(kind)
+        if self.curve is not None:
+            sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = self.curve
+        return sock
+
     def _run(self) -> None:
-        sub = self._ctx.socket(zmq.SUB)
+        sub = self._socket(zmq.SUB)
         sub.setsockopt(zmq.SUBSCRIBE, self.topic.encode())
         sub.connect(self.endpoint)
         self._ready.set()
@@ -141,7 +191,7 @@ class KVEventIndex:
     def _replay(self, start_seq: int) -> bool:
         """Applies the worker's buffered batches from `start_seq`; False when the worker did not answer."""
         assert self.replay_endpoint is not None
-        dealer = self._ctx.socket(zmq.DEALER)
+        dealer = self._socket(zmq.DEALER)
         dealer.connect(self.replay_endpoint)
         try:
             dealer.send_multipart([b"", start_seq.to_bytes(8, "big")])

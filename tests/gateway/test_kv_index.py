@@ -1,5 +1,6 @@
 """The router's exact index follows a real engine's KV events: fresh within 100 ms on loopback,
-flushes and evictions reflected, tenants apart, and a restarted index back in sync through replay."""
+flushes and evictions reflected, tenants apart, a restarted index back in sync through replay, and
+events that speak CURVE followed with the gateway's key pair (and not without it)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _generate(engine: Engine, ids: list[int], salt: str | None = None) -> None:
 def test_index_tracks_stores_and_flushes_within_100_ms(engine: Engine) -> None:
     index = KVEventIndex("http://127.0.0.1:1", engine.stats()["kv_events"])
     try:
-        time.sleep(0.2)  # the subscription lands
+        _until(lambda: engine.kv_events.publisher.num_subscriptions >= 1, 5.0)  # the subscription landed
         _generate(engine, PROMPT, "tenant-a")
         assert _until(lambda: index.match_tokens(PROMPT, "tenant-a") >= 64, 0.1) < 0.1
         assert index.match_tokens(PROMPT, "tenant-b") == 0 and index.match_tokens(PROMPT, None) == 0
@@ -71,7 +72,7 @@ def test_a_restarted_index_catches_up_through_replay_and_sees_evictions(engine: 
 def test_router_prefers_the_worker_whose_events_show_the_prefix(engine: Engine) -> None:
     index = KVEventIndex("http://127.0.0.1:1", engine.stats()["kv_events"])
     try:
-        time.sleep(0.2)
+        _until(lambda: engine.kv_events.publisher.num_subscriptions >= 1, 5.0)
         _generate(engine, PROMPT)
         _until(lambda: index.match_tokens(PROMPT, None) >= 64, 1.0)
         holder = Candidate("w-holder", PrefixIndex(1000), exact=index)
@@ -81,3 +82,32 @@ def test_router_prefers_the_worker_whose_events_show_the_prefix(engine: Engine) 
         assert choice.best_tokens == choice.matched_tokens
     finally:
         index.close()
+
+
+def test_an_index_follows_curve_events_with_the_allowed_key_pair(tmp_path, monkeypatch) -> None:
+    import json
+
+    import zmq.auth
+
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    _, server_secret = zmq.auth.create_certificates(str(tmp_path), "worker")
+    _, gateway_secret = zmq.auth.create_certificates(str(allowed), "gateway")
+    events = {"enable_kv_cache_events": True, "endpoint": "tcp://127.0.0.1:*", "replay_endpoint": "tcp://127.0.0.1:*"}
+    events |= {"curve_secret_key_file": server_secret, "curve_allowed_clients_dir": str(allowed)}
+    engine = Engine(EngineConfig(kv_events_config=json.dumps(events), max_total_tokens=512))
+    try:
+        info = engine.stats()["kv_events"]
+        assert info["curve_server_key"]
+        monkeypatch.delenv("RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE", raising=False)
+        with pytest.raises(ValueError, match="RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE"):
+            KVEventIndex("http://127.0.0.1:1", info)
+        monkeypatch.setenv("RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE", gateway_secret)
+        _generate(engine, PROMPT, "tenant-a")
+        index = KVEventIndex("http://127.0.0.1:1", info)  # joins late: catches up through the replay socket
+        try:
+            _until(lambda: index.match_tokens(PROMPT, "tenant-a") >= 64, 5.0)
+        finally:
+            index.close()
+    finally:
+        engine.shutdown()
