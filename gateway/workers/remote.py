@@ -172,7 +172,12 @@ class HTTPWorker:
     async def probe(self) -> dict[str, Any]:
         """Raises unless the worker is healthy; returns its stats when it reports them."""
         response = await self.client.get("/health", headers=self._headers(), timeout=PROBE_TIMEOUT_S)
-        response.raise_for_status()
+        if response.status_code != 200:  # the worker's own reason, "unhealthy: engine loop crashed: ..."
+            try:
+                reason = _error_of(response.json())[0]
+            except ValueError:
+                reason = response.text[:500]
+            raise WorkerUnavailable(f"/health answered {response.status_code}: {reason}")
         return {}
 
     def _sync_post(self, path: str, headers: dict[str, str]) -> httpx.Response:
