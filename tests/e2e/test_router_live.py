@@ -112,6 +112,23 @@ def test_a_foreign_worker_is_routed_and_counted(cluster: dict) -> None:
         assert row["requests"] == 2 and row["cached_tokens"] > 300
 
 
+def test_the_seed_request_is_a_400_and_both_workers_stay_healthy(cluster: dict) -> None:
+    """A seed past torch's range used to kill a worker's engine, then the next one's on the retry."""
+    front = cluster["front"].base_url
+    for seed in (2**64, -(2**63) - 1):
+        r = _complete(front, "key-a", _prompt("seed"), temperature=1.0, seed=seed)
+        assert r.status_code == 400 and r.json()["error"]["param"] == "seed", r.text
+        for w in cluster["workers"]:  # straight at a worker, its native route
+            body = {"text": "seed", "sampling_params": {"max_new_tokens": 1, "temperature": 1.0, "seed": seed}}
+            headers = {"Authorization": f"Bearer {DIRECT_KEY}"}
+            r = httpx.post(f"{w.base_url}/generate", json=body, headers=headers, timeout=60)
+            assert r.status_code == 400 and "seed" in r.json()["error"]["param"], r.text
+    assert all(w["healthy"] for w in _workers(cluster["front"])) and httpx.get(f"{front}/health").status_code == 200
+    for w in cluster["workers"]:
+        assert httpx.get(f"{w.base_url}/health").status_code == 200
+    assert _complete(front, "key-a", _prompt("seed"), temperature=1.0, seed=2**64 - 1).status_code == 200
+
+
 def _stream(base_url: str, prompt: str, out: dict) -> None:
     body = {"model": "tiny", "prompt": prompt, "max_tokens": 100, "ignore_eos": True, "stream": True}
     events = out.setdefault("events", [])
@@ -162,3 +179,18 @@ def test_a_killed_worker_fails_only_its_streams_and_rejoins(cluster: dict) -> No
         for i in range(4):
             assert _complete(front.base_url, "key-b", _prompt(f"rejoin{i}")).status_code == 200
         assert next(w for w in _workers(front) if w["url"] == victim.base_url)["requests"] > before
+
+
+def test_with_every_worker_gone_the_front_is_unhealthy(cluster: dict) -> None:
+    """Runs last: the first worker is gone since the test above; killing the second leaves none, which
+    /workers shows within a health interval or so and the front's /health answers with a 503."""
+    front, survivor = cluster["front"], cluster["workers"][1]
+    assert httpx.get(f"{front.base_url}/health").status_code == 200
+    survivor.process.kill()
+    start = time.monotonic()
+    while any(w["healthy"] for w in _workers(front)):
+        assert time.monotonic() - start < 30, "a killed worker is still reported healthy"
+        time.sleep(0.05)
+    r = httpx.get(f"{front.base_url}/health", timeout=10)
+    assert r.status_code == 503 and "no healthy worker" in r.json()["error"]["message"], r.text
+    assert _complete(front.base_url, "key-a", _prompt("none left")).status_code == 503
