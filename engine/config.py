@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .kvcache.kv_events import KVEventsConfig
 from .protocol import MAX_TOP_LOGPROBS, SamplingParams
 
-__all__ = ["MAX_TOP_LOGPROBS", "EngineConfig", "KVEventsConfig", "SamplingParams"]
+if TYPE_CHECKING:
+    from .kvcache.kv_events import KVEventsConfig
+
+__all__ = ["MAX_TOP_LOGPROBS", "EngineConfig", "SamplingParams"]
 
 SCHEDULE_POLICIES = ("lpm", "fcfs")
 ATTENTION_BACKENDS = ("auto", "torch", "triton")
@@ -184,6 +187,8 @@ class EngineConfig:
 
     def kv_events(self) -> KVEventsConfig | None:
         """The KV-events settings, or None when events are off."""
+        from .kvcache.kv_events import KVEventsConfig  # the publisher's module: loaded when events are asked for
+
         if self.kv_events_config is not None:
             config = KVEventsConfig.from_json(self.kv_events_config)
             return config if config.enable_kv_cache_events and config.publisher == "zmq" else None

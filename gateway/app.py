@@ -11,7 +11,8 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from . import __version__
+from radixgate import __version__
+
 from .api.errors import install_error_handlers
 from .api.middleware import AuthMiddleware, BodyLimitMiddleware
 from .api.routes_admin import router as admin_router

@@ -17,10 +17,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from radixgate import __version__
 from radixgate.engine.protocol import LOGPROB_FIELDS, SamplingParams
 from radixgate.engine.protocol import GenerateRequest as EngineRequest
 
-from .. import __version__
 from ..features.logprobs import TokenTexts, sglang_logprobs
 from ..features.structured_output import constraint_of, precompile
 from ..generation import Job, collect, merge, stream_job

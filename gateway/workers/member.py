@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
+
+from radixgate.engine.tiny_tokenizer import TINY_NAME, load_tiny_tokenizer
 
 from .router import BLOCK_TOKENS, Candidate
 
@@ -64,10 +68,17 @@ class Member:
 
 def load_front_tokenizer(model_path: str) -> Any:
     """The tokenizer (and chat template) alone: the front gateway never loads weights."""
+    if model_path == TINY_NAME:
+        return load_tiny_tokenizer()  # no weights written: the workers write their own checkpoint
+    config_file = os.path.join(model_path, "tokenizer_config.json")
+    declared = None
+    if os.path.isfile(config_file):
+        with open(config_file, encoding="utf-8") as f:
+            declared = json.load(f).get("tokenizer_class")
+    if declared == "PreTrainedTokenizerFast":  # AutoTokenizer's config classes would load torch
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(model_path)
     from transformers import AutoTokenizer
 
-    if model_path == "tiny":
-        from radixgate.engine.models.tiny import ensure_tiny_checkpoint
-
-        model_path = ensure_tiny_checkpoint()
     return AutoTokenizer.from_pretrained(model_path)

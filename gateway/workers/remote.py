@@ -198,9 +198,12 @@ class RadixgateWorker(HTTPWorker):
             raise ValueError(f"{self.base_url} is itself a router; point --worker at engines")
         return self.last_stats
 
+    def body(self, request: GenerateRequest) -> dict[str, Any]:
+        """SGLang's `/generate` body with token ids: every sampling field, in the native encoding."""
+        return {"input_ids": request.input_ids, "rid": request.rid, "stream": True, **request.sampling.to_native()}
+
     async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
-        body = {"input_ids": request.input_ids, "rid": request.rid, "stream": True, **request.sampling.to_native()}
-        response = await self._open("/generate", body, request.cache_salt)
+        response = await self._open("/generate", self.body(request), request.cache_salt)
         ids: list[int] = []
         text = ""
         num_logprobs = 0
@@ -239,6 +242,18 @@ class OpenAIWorker(HTTPWorker):
     text, not token ids: `tokenize` turns the text back into (approximate) ids for the counts."""
 
     kind = "openai"
+    # `SamplingParams` field -> the completions key it is sent as
+    SENT_FIELDS: ClassVar[dict[str, str]] = {
+        "max_new_tokens": "max_tokens",
+        "temperature": "temperature",
+        "top_p": "top_p",
+        "seed": "seed",
+        "stop": "stop",
+        "top_k": "top_k",
+        "min_p": "min_p",
+        "ignore_eos": "ignore_eos",
+        "stop_token_ids": "stop_token_ids",
+    }
     # Not sent (each server spells them its own way, or answers them in a shape not parsed here).
     unsupported_fields: ClassVar[frozenset[str]] = frozenset(
         {
@@ -272,7 +287,8 @@ class OpenAIWorker(HTTPWorker):
             self.model = response.json()["data"][0]["id"]
         return {}
 
-    async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+    def body(self, request: GenerateRequest) -> dict[str, Any]:
+        """`/v1/completions` with a token-id prompt: the fields of `SENT_FIELDS`, extensions only when set."""
         sampling = request.sampling
         body: dict[str, Any] = {
             "model": self.model or "default",
@@ -293,7 +309,10 @@ class OpenAIWorker(HTTPWorker):
         body.update({k: v for k, v in extras.items() if v not in (-1, 0.0, False, [])})
         if self.kind == "vllm" and request.cache_salt is not None:
             body["cache_salt"] = request.cache_salt
-        response = await self._open("/v1/completions", body, None)
+        return body
+
+    async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+        response = await self._open("/v1/completions", self.body(request), None)
         text, reason, usage = "", None, None
         try:
             async for event in _sse_events(response):

@@ -5,9 +5,11 @@ killed mid-run fails only its own streams, then rejoins."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
@@ -28,10 +30,32 @@ def _prompt(tag: str) -> str:
     return f"<{tag}> " + " ".join(f"Clause {i} of the {tag} policy stays the same." for i in range(50))
 
 
+# Loaded into the front gateway only (PYTHONPATH): writes the names in its sys.modules to a file, over
+# and over, so a test can read what a live routing gateway imported.
+MODULES_PROBE = """
+import json, os, sys, threading, time
+
+def _write(path):
+    while True:
+        with open(path + ".tmp", "w") as f:
+            json.dump(list(sys.modules), f)
+        os.replace(path + ".tmp", path)
+        time.sleep(0.1)
+
+if os.environ.get("RADIXGATE_TEST_MODULES_FILE"):
+    threading.Thread(target=_write, args=(os.environ["RADIXGATE_TEST_MODULES_FILE"],), daemon=True).start()
+"""
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     keys = tmp_path_factory.mktemp("router") / "keys.txt"
     keys.write_text("key-a tenant-a\nkey-b tenant-b\n")
+    probe = tmp_path_factory.mktemp("probe")
+    (probe / "sitecustomize.py").write_text(MODULES_PROBE)
+    modules_file = probe / "modules.json"
+    path = os.pathsep.join(p for p in (str(probe), os.environ.get("PYTHONPATH", "")) if p)
+    front_env = {**ENV, "PYTHONPATH": path, "RADIXGATE_TEST_MODULES_FILE": str(modules_file)}
     workers = [ServerProcess(WORKER_ARGS, env=ENV) for _ in range(2)]
     front = None
     try:
@@ -39,8 +63,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             w.__enter__()
         front_args = ["--api-keys-file", str(keys), "--admin-api-key", ADMIN, "--worker-api-key", WORKER_KEY]
         front_args += ["--worker", workers[0].base_url, "--worker", workers[1].base_url]
-        front = ServerProcess(front_args, env=ENV).__enter__()
-        yield {"front": front, "workers": workers}
+        front = ServerProcess(front_args, env=front_env).__enter__()
+        yield {"front": front, "workers": workers, "modules_file": modules_file}
     finally:
         for server in [front, *workers]:
             if server is not None:
@@ -62,6 +86,25 @@ def _cached(base_url: str, key: str | None, prompt: str, **extra) -> int:
 def _workers(front: ServerProcess) -> list[dict]:
     r = httpx.get(f"{front.base_url}/workers", headers={"Authorization": f"Bearer {ADMIN}"}, timeout=10)
     return r.json()["workers"]
+
+
+def test_a_routing_gateway_loads_no_torch_and_no_engine_model_code(cluster: dict) -> None:
+    """`radixgate serve --worker URL`, live and after serving: no libtorch mapped, no engine model code
+    imported (its workers, co-located engines, do map libtorch: the check sees it where it is)."""
+    front, worker = cluster["front"], cluster["workers"][0]
+    assert _cached(front.base_url, "key-a", "Layering probe: " + _prompt("layering")) == 0
+    assert "libtorch" not in Path(f"/proc/{front.process.pid}/maps").read_text()
+    assert "libtorch" in Path(f"/proc/{worker.process.pid}/maps").read_text()
+    served_at = time.time()
+    deadline = time.monotonic() + 30
+    while cluster["modules_file"].stat().st_mtime <= served_at:  # a list written after the request
+        assert time.monotonic() < deadline, "the front gateway's module probe never wrote"
+        time.sleep(0.05)
+    modules = set(json.loads(cluster["modules_file"].read_text()))
+    assert {"radixgate.gateway.app", "radixgate.gateway.workers.pool", "radixgate.engine.protocol"} <= modules
+    assert "torch" not in modules
+    engine_code = ("radixgate.engine.engine", "radixgate.engine.models", "radixgate.engine.runner")
+    assert sorted(m for m in modules if m.startswith(engine_code)) == []
 
 
 def test_tenants_stay_apart_through_the_router_and_at_a_worker(cluster: dict) -> None:
