@@ -14,7 +14,11 @@ Two deployments make one Serve application:
   every replica, and the cache-aware router picks the replica for each request.
 
 Replicas publish KV events (`kv_events=true`, the default): the router follows each replica's
-events and knows exactly which prefixes it holds. Ray restarts a replica whose process dies (or whose
+events and knows exactly which prefixes it holds. The events bind the node's address (the router may
+run on another node) and speak CURVE: each replica makes its own server key pair, and allows only
+the gateway's key pair, drawn once per application. The cache secret that keys the events' hashes
+and the HiCache tiers is `$RADIXGATE_CACHE_SECRET(_FILE)` from the driver, else one drawn per
+application, so the gateway and every replica agree. Ray restarts a replica whose process dies (or whose
 health check fails); the restarted replica comes back on a new address and announces it. The gateway
 stops routing to a replica as soon as its health checks fail, forgets it once it has been silent
 for 30 s (or 10 heartbeats), and adds a restarted replica's new address with an empty
@@ -40,7 +44,24 @@ log = logging.getLogger(__name__)
 GATEWAY = "Gateway"
 ENGINE_REPLICA = "EngineReplica"
 # Settings a replica's process inherits from the driver, so replicas behave like `radixgate serve`.
-FORWARDED_ENV = ("RADIXGATE_NUM_THREADS", "RADIXGATE_CACHE_DIR", "HF_HUB_OFFLINE", "TOKENIZERS_PARALLELISM")
+FORWARDED_ENV = (
+    "RADIXGATE_NUM_THREADS",
+    "RADIXGATE_CACHE_DIR",
+    "RADIXGATE_CACHE_SECRET",
+    "RADIXGATE_CACHE_SECRET_FILE",
+    "HF_HUB_OFFLINE",
+    "TOKENIZERS_PARALLELISM",
+)
+
+
+def write_curve_certificate(folder: str, name: str, public: bytes, secret: bytes | None = None) -> str:
+    """A `zmq.auth` certificate file (the secret one when `secret` is given), readable by this user only."""
+    path = os.path.join(folder, f"{name}.key_secret" if secret else f"{name}.key")
+    keys = f'    public-key = "{public.decode()}"\n' + (f'    secret-key = "{secret.decode()}"\n' if secret else "")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("metadata\ncurve\n" + keys)
+    return path
 
 
 class RadixgateArgs(BaseModel):
@@ -71,18 +92,30 @@ class RadixgateArgs(BaseModel):
     kv_events: bool = True
 
 
-def engine_config(args: RadixgateArgs, host: str = "127.0.0.1") -> Any:
+def engine_config(args: RadixgateArgs, host: str = "127.0.0.1", gateway_public_key: bytes | None = None) -> Any:
     """The EngineConfig from `model_path` and the `radixgate serve` engine flags in `engine_args`;
-    with `kv_events`, a publisher and replay socket on free ports of `host`."""
+    with `kv_events`, a publisher and replay socket on free ports of `host` (an explicit interface,
+    never a wildcard), speaking CURVE with the gateway's key pair alone when its public key is given."""
     import dataclasses
     import json
+    import tempfile
 
     from radixgate.gateway import cli
 
     flags = cli.build_parser().parse_args(["--model-path", args.model_path, *shlex.split(args.engine_args)])
     config = cli.engine_config(flags)
     if args.kv_events and config.kv_events_config is None:
-        events = {"enable_kv_cache_events": True, "endpoint": f"tcp://{host}:*", "replay_endpoint": f"tcp://{host}:*"}
+        events: dict[str, Any] = {"enable_kv_cache_events": True}
+        events |= {"endpoint": f"tcp://{host}:*", "replay_endpoint": f"tcp://{host}:*"}
+        if gateway_public_key is not None:
+            import zmq
+
+            keys = tempfile.mkdtemp(prefix="radixgate-kv-events-")  # mode 0700
+            allowed = os.path.join(keys, "allowed")
+            os.mkdir(allowed, 0o700)
+            write_curve_certificate(allowed, "gateway", gateway_public_key)
+            events["curve_secret_key_file"] = write_curve_certificate(keys, "replica", *zmq.curve_keypair())
+            events["curve_allowed_clients_dir"] = allowed
         config = dataclasses.replace(config, kv_events_config=json.dumps(events))
     return config
 
@@ -91,7 +124,7 @@ def engine_config(args: RadixgateArgs, host: str = "127.0.0.1") -> Any:
 class EngineReplica:
     """One engine and its HTTP API, inside this replica's Ray actor."""
 
-    def __init__(self, args: RadixgateArgs, worker_api_key: str) -> None:
+    def __init__(self, args: RadixgateArgs, worker_api_key: str, gateway_public_key: bytes | None = None) -> None:
         import ray
         import uvicorn
 
@@ -100,7 +133,8 @@ class EngineReplica:
         from radixgate.gateway.config import GatewayConfig
 
         host = args.worker_host or ray.util.get_node_ip_address()
-        config = GatewayConfig(host=host, port=0, engine=engine_config(args, host), worker_api_key=worker_api_key)
+        engine = engine_config(args, host, gateway_public_key)
+        config = GatewayConfig(host=host, port=0, engine=engine, worker_api_key=worker_api_key)
         app = create_app(config)  # loads the model
         sock = listen_socket(host, 0)
         self.url = f"http://{host}:{sock.getsockname()[1]}"
@@ -161,7 +195,15 @@ class EngineReplica:
 class Gateway:
     """radixgate's gateway as the application's ingress, routing over the replicas that announce themselves."""
 
-    def __init__(self, args: RadixgateArgs, worker_api_key: str, replicas: DeploymentHandle) -> None:
+    def __init__(
+        self,
+        args: RadixgateArgs,
+        worker_api_key: str,
+        replicas: DeploymentHandle,
+        curve_keys: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        import tempfile
+
         from radixgate.gateway.config import GatewayConfig
         from radixgate.gateway.workers.member import load_front_tokenizer
         from radixgate.gateway.workers.pool import WorkerPool
@@ -189,6 +231,9 @@ class Gateway:
             health_check_interval_s=args.health_check_interval_s,
         )
         self._replicas = replicas  # keeps the engine deployment in this application's graph
+        if curve_keys is not None:  # the key pair the replicas' KV events allow (kv_index reads it from here)
+            path = write_curve_certificate(tempfile.mkdtemp(prefix="radixgate-kv-events-"), "gateway", *curve_keys)
+            os.environ["RADIXGATE_KV_EVENTS_CLIENT_KEY_FILE"] = path
         # Health checks take a dead replica out of routing within a second; forgetting it waits longer,
         # so that a replica whose heartbeat is merely late (a busy node) keeps its routing history.
         self._stale_after_s = max(30.0, 10 * args.heartbeat_s)
@@ -232,12 +277,18 @@ class Gateway:
 def build_app(args: RadixgateArgs) -> Any:
     """The Serve application: the gateway ingress bound to `num_replicas` engine replicas."""
     worker_api_key = args.worker_api_key or os.environ.get("RADIXGATE_WORKER_API_KEY") or secrets.token_urlsafe(24)
+    import zmq
+
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    if "RADIXGATE_CACHE_SECRET" not in env and "RADIXGATE_CACHE_SECRET_FILE" not in env:
+        env["RADIXGATE_CACHE_SECRET"] = secrets.token_urlsafe(32)  # one for the gateway and every replica
     options: dict[str, Any] = {"num_cpus": args.num_cpus_per_replica, "num_gpus": args.num_gpus_per_replica}
-    if env:
-        options["runtime_env"] = {"env_vars": env}
+    options["runtime_env"] = {"env_vars": env}
+    curve_keys = zmq.curve_keypair() if args.kv_events else None
     replicas = EngineReplica.options(num_replicas=args.num_replicas, ray_actor_options=options)
-    return Gateway.bind(args, worker_api_key, replicas.bind(args, worker_api_key))
+    replica_args = (args, worker_api_key, curve_keys[0] if curve_keys else None)
+    gateway = Gateway.options(ray_actor_options={"num_cpus": 0, "runtime_env": {"env_vars": env}})
+    return gateway.bind(args, worker_api_key, replicas.bind(*replica_args), curve_keys)
 
 
 def app(args: dict[str, Any]) -> Any:

@@ -202,8 +202,9 @@ def test_required_parallel_calls_and_auto_never_500(client: openai.OpenAI) -> No
     choice = reply.choices[0]
     if choice.finish_reason == "tool_calls":  # the model may also run out of tokens mid-array
         _check_calls(choice.message.tool_calls, set(SCHEMAS))
-    else:
-        assert choice.finish_reason == "length" and choice.message.tool_calls is None
+    else:  # cut mid-array: the calls begun, the last with the arguments written so far (as OpenAI does)
+        assert choice.finish_reason == "length" and choice.message.content is None
+        assert all(call.function.name in SCHEMAS for call in choice.message.tool_calls or [])
     auto = client.chat.completions.create(model="tiny", messages=MESSAGES, tools=TOOLS, temperature=1.0, max_tokens=16)
     assert auto.choices[0].finish_reason in ("stop", "length", "tool_calls")  # random text is content
 
