@@ -23,6 +23,7 @@ from .kvcache.kv_pool import KVPool
 from .kvcache.slot_table import SlotTable
 from .models.loader import load_model, load_tokenizer, read_config
 from .models.tiny import TINY_NAME, ensure_tiny_checkpoint
+from .protocol import EngineStats
 from .runner.cuda_graph import attach_decode_graphs, wants_cuda_graphs
 from .runner.detokenizer import Detokenizer
 from .runner.grammar import GrammarBackend
@@ -309,44 +310,51 @@ class Engine:
         else:
             self._inbox.put(AbortRequest(rid))
 
-    def stats(self) -> dict[str, Any]:
+    def engine_stats(self) -> EngineStats:
+        """The engine's counters, typed; `stats()` is their dict."""
         cm, sched = self.cache_manager, self.scheduler
         cap = cm.capacity
         held = cap - cm.available_tokens - cm.evictable_tokens  # by running requests (SGLang's token_usage)
         queries, hits = sched.prefix_cache_queries, sched.prefix_cache_hits
-        return {
-            "model": self.model_name,
-            "cache_hit_rate": hits / queries if queries else 0.0,
-            "token_usage": held / cap,
-            "max_total_num_tokens": cap,
-            **{"tp_size": self.config.tp_size, "kv_heads_per_rank": self.pool.num_kv_heads},  # capacity per rank
-            "num_running_reqs": sched.num_running,
-            "num_waiting_reqs": len(sched.waiting),
-            "prefix_cache_queries": queries,
-            "prefix_cache_hits": hits,
-            "num_prompt_tokens": self.num_prompt_tokens,
-            "num_generation_tokens": self.num_generation_tokens,
-            "num_prefill_computed_tokens": self.runner.num_prefill_tokens,
-            "num_finished_reqs": self.num_finished_reqs,
-            "num_retracted_reqs": sched.num_retracted,
-            "cuda_graph": self.cuda_graph,
-            "cuda_graph_steps": self.runner.decode_graphs.num_runs if self.runner.decode_graphs else 0,
-            "overlap_steps": self.run_ahead.num_launched if self.run_ahead else 0,
-            "available_tokens": cm.available_tokens,
-            "evictable_tokens": cm.evictable_tokens,
-            "protected_tokens": cm.protected_tokens,
-            "page_size": self.config.page_size,
-            "kv_cache_dtype": self.config.kv_cache_dtype
+        events = self.kv_events.info(cap) if self.kv_events is not None else {"kv_events": None}
+        tiers = self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}
+        return EngineStats(
+            model=self.model_name,
+            cache_hit_rate=hits / queries if queries else 0.0,
+            token_usage=held / cap,
+            max_total_num_tokens=cap,
+            tp_size=self.config.tp_size,  # capacity is per rank
+            kv_heads_per_rank=self.pool.num_kv_heads,
+            num_running_reqs=sched.num_running,
+            num_waiting_reqs=len(sched.waiting),
+            prefix_cache_queries=queries,
+            prefix_cache_hits=hits,
+            num_prompt_tokens=self.num_prompt_tokens,
+            num_generation_tokens=self.num_generation_tokens,
+            num_prefill_computed_tokens=self.runner.num_prefill_tokens,
+            num_finished_reqs=self.num_finished_reqs,
+            num_retracted_reqs=sched.num_retracted,
+            cuda_graph=self.cuda_graph,
+            cuda_graph_steps=self.runner.decode_graphs.num_runs if self.runner.decode_graphs else 0,
+            overlap_steps=self.run_ahead.num_launched if self.run_ahead else 0,
+            available_tokens=cm.available_tokens,
+            evictable_tokens=cm.evictable_tokens,
+            protected_tokens=cm.protected_tokens,
+            page_size=self.config.page_size,
+            kv_cache_dtype=self.config.kv_cache_dtype
             if self.config.kv_cache_dtype != "auto"
             else str(self.pool.dtype).removeprefix("torch."),
-            "context_len": self.context_len,
-            "disable_radix_cache": self.config.disable_radix_cache,
-            "prefix_cache_hits_by_tier": dict(sched.hit_tokens_by_tier),
-            **{f"cache_hit_tokens_{tier}": n for tier, n in sched.hit_tokens_by_tier.items()},
-            "hicache_enabled": self.hicache is not None,
-            **(self.kv_events.info(cap) if self.kv_events is not None else {"kv_events": None}),
-            **(self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}),
-        }
+            context_len=self.context_len,
+            disable_radix_cache=self.config.disable_radix_cache,
+            prefix_cache_hits_by_tier=dict(sched.hit_tokens_by_tier),
+            hicache_enabled=self.hicache is not None,
+            kv_events=events.pop("kv_events"),
+            extra={**events, **tiers},  # the events' block counts, HiCache's per-tier keys
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """The documented stats dict (`cache_hit_rate`, `token_usage`, ...), which `/server_info` extends."""
+        return self.engine_stats().to_dict()
 
     def flush_cache(self, cache_salt: str | None = None) -> bool:
         """Drops every cached prefix; refused (False) while requests are in flight. With `cache_salt`,
