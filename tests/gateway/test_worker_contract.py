@@ -165,3 +165,15 @@ def test_a_mixed_pool_gives_the_co_located_tokens_on_every_member(
             for member in pool.members.values():
                 member.is_healthy = True
     remote_engine.check_idle_invariant()
+
+
+def test_the_native_field_catalog_honours_every_sampling_field() -> None:
+    """`/generate`'s request-field catalog lists each `SamplingParams` field where the native encoding
+    puts it, as honoured: a new field fails here until the catalog lists it."""
+    from radixgate.gateway.api.request_fields import GENERATE_FIELDS, HONOURED, SAMPLING_PARAMS_FIELDS
+
+    for name, sampling in _one_field_set():
+        table = GENERATE_FIELDS if name in LOGPROB_FIELDS else SAMPLING_PARAMS_FIELDS
+        where = "sampling_params" if table is SAMPLING_PARAMS_FIELDS else None
+        assert table[name].status == HONOURED, name
+        assert name in (sampling.to_native()[where] if where else sampling.to_native()), name
