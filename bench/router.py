@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from radixgate.gateway.server_process import ServerProcess
-from radixgate.gateway.workers.member import load_front_tokenizer
+from radixgate.gateway.workers.front import load_front_tokenizer
 
 from .router_workload import (  # noqa: F401  (bench ray uses them from here)
     TENANT_KEYS,

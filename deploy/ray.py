@@ -205,7 +205,7 @@ class Gateway:
         import tempfile
 
         from radixgate.gateway.config import GatewayConfig
-        from radixgate.gateway.workers.member import load_front_tokenizer
+        from radixgate.gateway.workers.front import load_front_tokenizer
         from radixgate.gateway.workers.pool import WorkerPool
 
         name = "tiny" if args.model_path == "tiny" else os.path.basename(args.model_path.rstrip("/"))

@@ -28,7 +28,7 @@ from .observe.timeseries import TimeSeries
 from .state import AppState
 from .tenancy.auth import Authenticator
 from .tenancy.rate_limit import RateLimiter
-from .workers.fleet import build_worker
+from .workers.front import build_worker
 from .workers.worker import Worker
 
 HISTORY_SAMPLE_S = 1.0

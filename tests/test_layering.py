@@ -25,7 +25,7 @@ import radixgate.gateway.cli, radixgate.gateway.app, radixgate.gateway.workers.r
 import radixgate.deploy.ray
 from radixgate.engine.protocol import GenerateRequest, SamplingParams
 from radixgate.gateway.config import GatewayConfig
-from radixgate.gateway.workers.fleet import build_worker
+from radixgate.gateway.workers.front import build_worker
 pool = build_worker(GatewayConfig(workers=("http://127.0.0.1:9",)))
 pool.validate(GenerateRequest("r", [1, 2], SamplingParams(frequency_penalty=1.0)))
 print(json.dumps(sorted(sys.modules)))

@@ -1,13 +1,9 @@
-"""One worker of a `WorkerPool` as the gateway sees it, and the tokenizer a routing gateway loads."""
+"""One worker of a `WorkerPool` as the gateway sees it: health, load, counters."""
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
-
-from radixgate.engine.tiny_tokenizer import TINY_NAME, load_tiny_tokenizer
 
 from .router import BLOCK_TOKENS, Candidate
 
@@ -64,21 +60,3 @@ class Member:
             "max_total_num_tokens": self.engine_stats.get("max_total_num_tokens"),
             "last_error": self.last_error,
         }
-
-
-def load_front_tokenizer(model_path: str) -> Any:
-    """The tokenizer (and chat template) alone: the front gateway never loads weights."""
-    if model_path == TINY_NAME:
-        return load_tiny_tokenizer()  # no weights written: the workers write their own checkpoint
-    config_file = os.path.join(model_path, "tokenizer_config.json")
-    declared = None
-    if os.path.isfile(config_file):
-        with open(config_file, encoding="utf-8") as f:
-            declared = json.load(f).get("tokenizer_class")
-    if declared == "PreTrainedTokenizerFast":  # AutoTokenizer's config classes would load torch
-        from transformers import PreTrainedTokenizerFast
-
-        return PreTrainedTokenizerFast.from_pretrained(model_path)
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(model_path)

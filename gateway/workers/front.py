@@ -1,15 +1,17 @@
-"""The worker a gateway config asks for: the co-located engine, or a pool of workers in front of
-remote servers or of `dp_size` local engines."""
+"""What a gateway config puts in front of its routes: the co-located engine, or a pool of workers in
+front of remote servers or of `dp_size` local engines, with the tokenizer the pool tokenizes with."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import replace
+from typing import Any
 
 from radixgate.engine.config import EngineConfig
+from radixgate.engine.tiny_tokenizer import TINY_NAME, load_tiny_tokenizer
 
 from ..config import GatewayConfig
-from .member import load_front_tokenizer
 from .pool import WorkerPool
 from .worker import LocalWorker
 
@@ -40,3 +42,21 @@ def build_worker(config: GatewayConfig) -> LocalWorker | WorkerPool:
                 device = f"cuda:{rank * engine_config.tp_size}"
             pool.add_local(LocalWorker.from_config(replace(engine_config, device=device)))
     return pool
+
+
+def load_front_tokenizer(model_path: str) -> Any:
+    """The tokenizer (and chat template) alone: the front gateway never loads weights."""
+    if model_path == TINY_NAME:
+        return load_tiny_tokenizer()  # no weights written: the workers write their own checkpoint
+    config_file = os.path.join(model_path, "tokenizer_config.json")
+    declared = None
+    if os.path.isfile(config_file):
+        with open(config_file, encoding="utf-8") as f:
+            declared = json.load(f).get("tokenizer_class")
+    if declared == "PreTrainedTokenizerFast":  # AutoTokenizer's config classes would load torch
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast.from_pretrained(model_path)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(model_path)
