@@ -41,14 +41,16 @@ def test_startup_prints_the_urls(server: ServerProcess) -> None:
         assert f"{server.base_url}{suffix}" in printed
 
 
-def test_openai_chat_reports_cached_tokens(client: openai.OpenAI) -> None:
+def test_openai_chat_reports_cached_tokens(server: ServerProcess, client: openai.OpenAI) -> None:
+    # A cold cache first: in any order of the tests, the first request finds nothing cached.
+    assert requests.post(f"{server.base_url}/flush_cache", json={}, timeout=60).status_code == 200
     usages = []
     for question in ("Where is my order?", "Can I get a refund?"):
         reply = client.chat.completions.create(
             model="tiny",
             max_tokens=4,
             temperature=0,
-            messages=[{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": question}],
+            messages=[{"role": "system", "content": "Cached: " + LONG_SYSTEM}, {"role": "user", "content": question}],
         )
         assert reply.choices[0].message.role == "assistant"
         assert reply.usage.completion_tokens == 4
@@ -58,19 +60,24 @@ def test_openai_chat_reports_cached_tokens(client: openai.OpenAI) -> None:
 
 
 def test_openai_chat_stream_with_usage(client: openai.OpenAI) -> None:
+    # Its own system prompt, warmed here: the test holds alone and in any order.
+    messages = [{"role": "system", "content": "Streaming: " + LONG_SYSTEM}, {"role": "user", "content": "streamed"}]
+    warm = client.chat.completions.create(model="tiny", max_tokens=1, temperature=0, messages=messages)
     stream = client.chat.completions.create(
         model="tiny",
         max_tokens=5,
         temperature=0,
         stream=True,
         stream_options={"include_usage": True},
-        messages=[{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "streamed"}],
+        messages=messages,
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text
     assert chunks[-1].usage.completion_tokens == 5
-    assert chunks[-1].usage.prompt_tokens_details.cached_tokens > 0
+    assert chunks[-1].usage.prompt_tokens == warm.usage.prompt_tokens
+    # The same prompt again: all of it is cached but the last token, which is recomputed for its logits.
+    assert chunks[-1].usage.prompt_tokens_details.cached_tokens == warm.usage.prompt_tokens - 1
 
 
 def test_openai_completions(client: openai.OpenAI) -> None:
