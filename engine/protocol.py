@@ -234,7 +234,7 @@ class EngineStats:
     num_prefill_computed_tokens: int = 0
     num_finished_reqs: int = 0
     num_retracted_reqs: int = 0
-    cuda_graph: bool = False
+    cuda_graph: str = "off"  # "on", or "off: why"
     cuda_graph_steps: int = 0
     overlap_steps: int = 0
     available_tokens: int = 0
