@@ -21,7 +21,7 @@ from radixgate.gateway.features.structured_output import MAX_CHOICES, MAX_ENUM_V
 
 DEADLINE_S = 0.5  # a stalled event loop misses this by seconds; a healthy one by nothing
 # Under every cap, and seconds to compile against the tiny model's 100k-token vocabulary.
-SLOW_REGEX = "[a-zA-Z0-9 ]{1,3000}"
+SLOW_REGEX = "[a-zA-Z0-9 ]{1,800}"
 
 
 def _deep_schema_text(levels: int) -> str:
@@ -140,7 +140,7 @@ def test_a_slow_grammar_times_out_holds_its_tenant_slot_and_queued_compiles_canc
 ) -> None:
     keys = {"key-a": "a", "key-b": "b", "key-c": "c"}
     app = create_app(
-        GatewayConfig(api_keys=keys, grammar_compile_timeout_s=0.5, max_grammar_compiles_per_tenant=1), worker=worker
+        GatewayConfig(api_keys=keys, grammar_compile_timeout_s=0.3, max_grammar_compiles_per_tenant=1), worker=worker
     )
     state = app_state(app)
     tag = uuid.uuid4().hex[:8]
@@ -157,7 +157,7 @@ def test_a_slow_grammar_times_out_holds_its_tenant_slot_and_queued_compiles_canc
 
             timed_out = await post("key-a", 1)
             assert timed_out.status_code == 400 and timed_out.json()["error"]["code"] == "grammar_too_complex"
-            assert "0.5 s" in timed_out.json()["error"]["message"]
+            assert "0.3 s" in timed_out.json()["error"]["message"]
             # Its compile cannot be interrupted; until it ends, tenant a has no slot (b and c still do).
             busy = await post("key-a", 2)
             assert busy.status_code == 429 and busy.json()["error"]["code"] == "too_many_compiles"
