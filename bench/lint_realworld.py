@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
+from radixgate.bench import lint_realworld_batch
 from radixgate.bench.lint_realworld_sites import attach_refs
 from radixgate.linter.runner import lint_paths
 from radixgate.linter.settings import Settings
@@ -42,6 +43,8 @@ class Row(NamedTuple):
     unlabeled: int
     breakers: int
     caught: int
+    weighted_breakers: float = 0.0
+    weighted_caught: float = 0.0
 
     @property
     def precision(self) -> float:
@@ -50,6 +53,26 @@ class Row(NamedTuple):
     @property
     def recall(self) -> float:
         return self.caught / self.breakers if self.breakers else float("nan")
+
+    @property
+    def weighted_recall(self) -> float:
+        """Recall with each sampled unflagged site weighted by pool / sample (its sampling fraction's inverse)."""
+        return self.weighted_caught / self.weighted_breakers if self.weighted_breakers else float("nan")
+
+
+def weights(labels: list[dict]) -> dict[int, float]:
+    """A label's weight for recall: `pool / sampled` for a sampled unflagged site whose label records the size
+    of the unflagged pool it was drawn from (`pool`), 1 for every other label."""
+    sampled: dict[tuple, int] = defaultdict(int)
+    for lab in labels:
+        if lab.get("kind") == "site" and "pool" in lab:
+            sampled[(lab.get("batch"), lab["pool"])] += 1
+    return {
+        id(lab): lab["pool"] / sampled[(lab.get("batch"), lab["pool"])]
+        if lab.get("kind") == "site" and "pool" in lab
+        else 1.0
+        for lab in labels
+    }
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -148,7 +171,10 @@ def score(name: str, repos: list[str], files: int, findings: list[dict], labels:
         if lab["verdict"] == "breaker" and lab.get("kind") in ("site", "finding") and lab.get("recall", True)
     ]
     caught = sum(1 for lab in breakers if id(lab) in hit)
-    row = Row(name, len(repos), files, len(findings), tp, fp, len(unlabeled), len(breakers), caught)
+    weight = weights(labels)
+    w_all = sum(weight[id(lab)] for lab in breakers)
+    w_hit = sum(weight[id(lab)] for lab in breakers if id(lab) in hit)
+    row = Row(name, len(repos), files, len(findings), tp, fp, len(unlabeled), len(breakers), caught, w_all, w_hit)
     return row, unlabeled
 
 
@@ -162,12 +188,12 @@ def before_findings(labels: list[dict]) -> list[dict]:
 
 def table(rows: list[Row]) -> str:
     head = f"{'half':<20}{'repos':>6}{'files':>7}{'findings':>9}{'TP':>5}{'FP':>5}{'unlab.':>7}"
-    head += f"{'precision':>10}{'breakers':>9}{'caught':>7}{'recall':>8}"
+    head += f"{'precision':>10}{'breakers':>9}{'caught':>7}{'recall':>8}{'w.recall':>9}"
     out = [head]
     for r in rows:
         out.append(
             f"{r.name:<20}{r.repos:>6}{r.files:>7}{r.findings:>9}{r.tp:>5}{r.fp:>5}{r.unlabeled:>7}"
-            f"{r.precision:>10.2f}{r.breakers:>9}{r.caught:>7}{r.recall:>8.2f}"
+            f"{r.precision:>10.2f}{r.breakers:>9}{r.caught:>7}{r.recall:>8.2f}{r.weighted_recall:>9.2f}"
         )
     return "\n".join(out) + "\n"
 
@@ -181,20 +207,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--half", choices=("both", "dev", "test"), default="both", help="lint one half only (develop on dev)"
     )
+    parser.add_argument(
+        "--batch", type=int, action="append", help="only this batch (repeatable; batch 3 alone needs only its sources)"
+    )
     args = parser.parse_args(argv)
     if args.sources is None:
         print("error: pass --sources DIR (or set RADIXGATE_REALWORLD_SOURCES)", file=sys.stderr)
         return 2
     provenance = read_jsonl(args.data / "provenance.jsonl")
+    whole = lint_realworld_batch.read_list(args.data / "batch3.jsonl")  # whole repositories, one row each
+    if args.batch:
+        provenance = [row for row in provenance if row.get("batch", 1) in args.batch]
+        whole = [row for row in whole if row["batch"] in args.batch]
     if args.extract:
-        print(f"extracted {extract(args.extract, args.sources, provenance)} files", file=sys.stderr)
+        written = extract(args.extract, args.sources, provenance)
+        written += lint_realworld_batch.extract(args.extract, args.sources, whole)
+        print(f"extracted {written} files", file=sys.stderr)
     if not args.sources.is_dir():
         print(
             f"error: sources folder {args.sources} not found (fetch the repositories, then --extract)", file=sys.stderr
         )
         return 2
-    split = {row["repo"]: row["split"] for row in provenance}
-    batch_of = {row["repo"]: row.get("batch", 1) for row in provenance}
+    split = {row["repo"]: row["split"] for row in provenance + whole}
+    batch_of = {row["repo"]: row.get("batch", 1) for row in provenance + whole}
     batches = sorted(set(batch_of.values()))
     rows: list[Row] = []
     test_labels = read_jsonl(args.data / "labels_test.jsonl")
@@ -216,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         for tag, members in [*groups, ("", set(batches))]:
             repos = sorted(r for r, s in split.items() if s == half and batch_of[r] in members)
             n_files = sum(1 for row in provenance if row["split"] == half and row.get("batch", 1) in members)
+            n_files += sum(row["files"] for row in whole if row["split"] == half and row["batch"] in members)
             name = f"{half}{' ' + tag if tag else ''}, {now}"
             row, unlabeled = score(
                 name,

@@ -128,4 +128,7 @@ def attach_refs(sources: Path, labels: list[dict], folder: str = "+") -> None:
     for lab in labels:
         root = sources / lab["repo"].replace("/", folder, 1)
         repo = repos.setdefault(lab["repo"], Repository(root))
-        lab["refs"] = sorted(repo.refs(lab["path"], lab["line"], lab["end_line"])) if root.is_dir() else []
+        refs = repo.refs(lab["path"], lab["line"], lab["end_line"]) if root.is_dir() else set()
+        # `template_refs`: the template text a labeller found behind the site where names do not lead to it
+        refs |= {(p, a, b) for p, a, b in lab.get("template_refs", [])}
+        lab["refs"] = sorted(refs)
