@@ -56,9 +56,7 @@ class Engine:
         self.detokenizer = Detokenizer(self.tokenizer)
         self.context_len = mc.max_position_embeddings
         self.vocab_size = mc.vocab_size
-        eos = set(mc.eos_token_ids)
-        if self.tokenizer.eos_token_id is not None:
-            eos.add(self.tokenizer.eos_token_id)
+        eos = set(mc.eos_token_ids) | ({self.tokenizer.eos_token_id} - {None})
 
         ps = config.page_size
         num_pages = self._capacity_tokens() // ps
@@ -94,9 +92,7 @@ class Engine:
         self._loop_thread = LoopThread("radixgate-engine", self._loop, self._inbox)
         self._stopping = False
         self.fatal_error: str | None = None
-        self.num_prompt_tokens = 0
-        self.num_generation_tokens = 0
-        self.num_finished_reqs = 0
+        self.num_prompt_tokens = self.num_generation_tokens = self.num_finished_reqs = 0
 
     def _capacity_tokens(self) -> int:
         if self.config.max_total_tokens is not None:
@@ -309,6 +305,10 @@ class Engine:
             self._abort_now(rid)
         else:
             self._inbox.put(AbortRequest(rid))
+
+    def embed(self, input_ids: list[list[int]]) -> torch.Tensor:
+        """Last-token final hidden states, L2-normalised, [B, hidden] (`ModelRunner.embed`), run in the loop."""
+        return self._run_in_loop(lambda: self.runner.embed(input_ids, self.vocab_size, self.context_len))
 
     def engine_stats(self) -> EngineStats:
         """The engine's counters, typed; `stats()` is their dict."""

@@ -196,9 +196,16 @@ class LlamaForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """input_ids, positions: [T]; returns logits [len(sample_indices), vocab] in float32.
         Only the sampled positions go through the LM head."""
+        x = self.final_hidden(input_ids, positions, ctx, sample_indices)
+        return self.lm_head_packed.logits(x, self.lm_head.weight)
+
+    def final_hidden(
+        self, input_ids: torch.Tensor, positions: torch.Tensor, ctx, indices: torch.Tensor
+    ) -> torch.Tensor:
+        """The final norm's output at `indices` ([len(indices), hidden]): what the LM head reads,
+        and what an embedding pools."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self.rotary(positions, x.dtype)
         for layer in self.model.layers:
             x = layer(x, cos, sin, ctx)
-        x = self.model.norm(x[sample_indices])
-        return self.lm_head_packed.logits(x, self.lm_head.weight)
+        return self.model.norm(x[indices])

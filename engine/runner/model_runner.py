@@ -1,8 +1,12 @@
-"""Turns a scheduled batch into tensors, runs the model, returns logits of the sampled positions."""
+"""Turns a scheduled batch into tensors, runs the model, returns logits of the sampled positions;
+and, for embeddings, runs prompts as one prefill of their own and returns their pooled states."""
 
 from __future__ import annotations
 
+import itertools
+
 import torch
+import torch.nn.functional as F
 
 from ..kernels.cascade_attention import plan_cascade
 from ..kvcache.kv_pool import KVPool
@@ -90,6 +94,38 @@ class ModelRunner:
         self.num_forward_tokens += int(input_ids.numel())
         return logits, [reqs[i] for i in sampled]
 
+    @torch.inference_mode()
+    def embed(self, input_ids: list[list[int]], vocab_size: int, context_len: int) -> torch.Tensor:
+        """Each prompt's last-token final hidden state (after the final norm), L2-normalised, as
+        vLLM pools decoder models: [len(input_ids), hidden] float32. The prompts run as one prefill
+        over a scratch pool in the model's dtype, so the shared pool, the radix cache and the slot
+        table are never touched and nothing is cached; prompts go in groups of at most `context_len`
+        tokens, so the scratch KV is never larger than one full-context request's. Called in the
+        engine's loop (`Engine.embed`)."""
+        check_embed_inputs(input_ids, vocab_size, context_len)
+        if type(self.model) is not LlamaForCausalLM:  # a tensor-parallel shard would wait on its ranks
+            raise ValueError("embeddings need a single-device engine (tp_size 1)")
+        groups: list[list[list[int]]] = [[]]
+        for ids in input_ids:
+            if groups[-1] and sum(map(len, groups[-1])) + len(ids) > context_len:
+                groups.append([])
+            groups[-1].append(ids)
+        return torch.cat([self._embed_group(group) for group in groups])
+
+    def _embed_group(self, input_ids: list[list[int]]) -> torch.Tensor:
+        lens = [len(ids) for ids in input_ids]
+        total, pool = sum(lens), self.pool
+        dtype = self.model.model.embed_tokens.weight.dtype
+        scratch = KVPool(total, pool.num_layers, pool.num_kv_heads, pool.head_dim, dtype, self.device)
+        slots = torch.arange(total, device=self.device)
+        indptr = self._tensor([0, *itertools.accumulate(lens)])  # [B+1]: no prefix, so q rows == kv rows
+        positions = self._tensor([p for n in lens for p in range(n)])
+        ctx = ForwardContext(type(self.backend)(scratch), False, slots, indptr, indptr, slots, max(lens))
+        ids = self._tensor([t for prompt in input_ids for t in prompt])
+        hidden = self.model.final_hidden(ids, positions, ctx, indptr[1:] - 1)  # [B, hidden]
+        self.num_forward_tokens += total
+        return F.normalize(hidden.float(), dim=-1)
+
     def _kv_indices(
         self, table: torch.Tensor, kv_lens: torch.Tensor, kv_indptr: torch.Tensor, total: int
     ) -> torch.Tensor:
@@ -97,3 +133,20 @@ class ModelRunner:
         a gather of known size (a boolean mask would read the count back from the device)."""
         owner = torch.repeat_interleave(torch.arange(len(kv_lens), device=self.device), kv_lens, output_size=total)
         return table[owner, torch.arange(total, device=self.device) - kv_indptr[:-1][owner]]
+
+
+def check_embed_inputs(input_ids: list[list[int]], vocab_size: int, context_len: int) -> None:
+    """Raises ValueError saying what to change when a prompt cannot be embedded."""
+    if not input_ids:
+        raise ValueError("no input to embed: send at least one prompt")
+    for i, ids in enumerate(input_ids):
+        if not ids:
+            raise ValueError(f"input {i} is empty: send at least one token")
+        bad = next((t for t in ids if not isinstance(t, int) or not 0 <= t < vocab_size), None)
+        if bad is not None:
+            raise ValueError(f"input {i}: token id {bad!r} is outside the vocabulary [0, {vocab_size})")
+        if len(ids) > context_len:
+            raise ValueError(
+                f"input {i} has {len(ids)} tokens but the model's context window is {context_len}: "
+                f"shorten it by at least {len(ids) - context_len} tokens"
+            )
