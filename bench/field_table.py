@@ -23,8 +23,11 @@ END = "<!-- request-fields:end -->"
 
 def openai_fields() -> dict[str, set[str]]:
     """Field names of the installed openai package's request types, per route."""
+    from anthropic.types import message_count_tokens_params as count_tokens
+    from anthropic.types import message_create_params as messages
     from openai.types import completion_create_params as completion
     from openai.types.chat import completion_create_params as chat
+    from openai.types.responses import response_create_params as responses
 
     def names(*types: Any) -> set[str]:
         return {name for t in types for name in typing.get_type_hints(t)}
@@ -34,6 +37,10 @@ def openai_fields() -> dict[str, set[str]]:
         "/v1/completions": names(
             completion.CompletionCreateParamsNonStreaming, completion.CompletionCreateParamsStreaming
         ),
+        "/v1/responses": names(responses.ResponseCreateParamsNonStreaming, responses.ResponseCreateParamsStreaming),
+        # the anthropic package's own types (its source column reads "anthropic")
+        "/v1/messages": names(messages.MessageCreateParamsNonStreaming, messages.MessageCreateParamsStreaming),
+        "/v1/messages/count_tokens": names(count_tokens.MessageCountTokensParams),
     }
 
 
@@ -54,14 +61,17 @@ def _status(rule: FieldRule) -> str:
 
 
 def render_table() -> str:
+    import anthropic
     import openai
 
     ours = openai_fields()
     lines = [
         START,
         "",
-        f"Fields of `openai=={openai.__version__}`'s `ChatCompletionCreateParams` / `CompletionCreateParams` "
-        "(source: openai), the vLLM / SGLang extensions radixgate knows (source: vLLM, SGLang), and "
+        f"Fields of `openai=={openai.__version__}`'s `ChatCompletionCreateParams` / `CompletionCreateParams` / "
+        f"`ResponseCreateParams` (source: openai), of `anthropic=={anthropic.__version__}`'s "
+        "`MessageCreateParams` / `MessageCountTokensParams` (source: anthropic), the vLLM / SGLang "
+        "extensions radixgate knows (source: vLLM, SGLang), and "
         "SGLang 0.5.23's `GenerateReqInput` and `SamplingParams` for `/generate`. `honoured`: changes the "
         "answer or its shape; `accepted`: taken, never changes the answer; `400 unless ...`: any other "
         "value is refused naming the field.",
@@ -75,7 +85,8 @@ def render_table() -> str:
             if route.startswith("/generate"):
                 source = "SGLang" if name not in ("seed", "metadata", "json_any_whitespace") else "radixgate"
             else:
-                source = "openai" if name in from_openai else "extension"
+                package = "anthropic" if route.startswith("/v1/messages") else "openai"
+                source = package if name in from_openai else "extension"
             note = rule.note.replace("|", "\\|")
             lines.append(f"| `{name}` | {source} | {_status(rule)} | {note} |")
         lines.append("")

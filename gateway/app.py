@@ -19,6 +19,9 @@ from .api.routes_admin import router as admin_router
 from .api.routes_native import router as native_router
 from .api.routes_openai import router as openai_router
 from .api.routes_tokenizer import router as tokenizer_router
+from .api.wire.anthropic_errors import AnthropicErrorShape
+from .api.wire.routes_messages import router as messages_router
+from .api.wire.routes_responses import router as responses_router
 from .config import GatewayConfig
 from .observe.dashboard import router as dashboard_router
 from .observe.metrics import Metrics
@@ -28,6 +31,7 @@ from .observe.timeseries import TimeSeries
 from .state import AppState
 from .tenancy.auth import Authenticator
 from .tenancy.rate_limit import RateLimiter
+from .tenancy.response_store import ResponseStore
 from .workers.front import build_worker
 from .workers.worker import Worker
 
@@ -95,8 +99,13 @@ def create_app(
         description="OpenAI-compatible gateway with a co-located, prefix-caching engine.",
     )
     app.state.gateway = state
+    app.state.responses = ResponseStore(
+        config.response_store_size, config.response_store_bytes, config.response_store_ttl_s
+    )
     install_error_handlers(app)
     app.include_router(openai_router)
+    app.include_router(messages_router)
+    app.include_router(responses_router)
     app.include_router(native_router)
     app.include_router(tokenizer_router)
     app.include_router(dashboard_router)
@@ -106,6 +115,7 @@ def create_app(
     app.add_middleware(
         AuthMiddleware, auth=state.auth, public_metrics=config.public_metrics, allowed_hosts=config.allowed_hosts
     )
+    app.add_middleware(AnthropicErrorShape)  # /v1/messages errors in Anthropic's shape, auth's too
     app.add_middleware(TraceContextMiddleware)  # outermost: every route runs in the caller's trace
     return app
 

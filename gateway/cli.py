@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024, help="larger bodies get 413")
     g.add_argument("--max-template-labels", type=int, default=20, help="templates with their own metric label")
     g.add_argument("--log-requests", action="store_true", help="log prompt text (off by default)")
+    g.add_argument("--response-store-size", type=int, default=1000, help="/v1/responses kept per tenant")
+    g.add_argument("--response-store-bytes", type=int, default=64 << 20, help="bytes of /v1/responses kept per tenant")
+    g.add_argument("--response-store-ttl", type=float, default=3600.0, help="seconds a stored response is kept")
     g.add_argument("--enable-debug-endpoints", action="store_true", help="serve /debug/check_idle_invariant")
     g.add_argument(
         "--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="default warning"
@@ -322,6 +325,9 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         log_requests=args.log_requests,
         served_model_name=args.served_model_name,
         max_template_labels=args.max_template_labels,
+        response_store_size=args.response_store_size,
+        response_store_bytes=args.response_store_bytes,
+        response_store_ttl_s=args.response_store_ttl,
         enable_debug_endpoints=args.enable_debug_endpoints,
         engine=engine,
         admin_api_keys=admins,

@@ -56,6 +56,11 @@ class GatewayConfig:
     # Without keys: the `Host` names answered, and no cross-site state changes (middleware.py).
     # Empty: no such check (an app embedded in-process); `radixgate serve` sets loopback names.
     allowed_hosts: tuple[str, ...] = ()
+    # `/v1/responses`' store (tenancy/response_store.py): per tenant, at most this many responses and
+    # bytes, each kept this many seconds.
+    response_store_size: int = 1000
+    response_store_bytes: int = 64 * 1024 * 1024
+    response_store_ttl_s: float = 3600.0
 
     def __post_init__(self) -> None:
         for name in ("rate_limit_rpm", "rate_limit_tpm", "max_queued_requests"):
@@ -70,6 +75,8 @@ class GatewayConfig:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.grammar_compile_timeout_s <= 0 or self.max_grammar_compiles_per_tenant < 1:
             raise ValueError("grammar_compile_timeout_s must be > 0 and max_grammar_compiles_per_tenant >= 1")
+        if self.response_store_size < 0 or self.response_store_bytes < 0 or self.response_store_ttl_s <= 0:
+            raise ValueError("response_store_size and response_store_bytes must be >= 0, response_store_ttl_s > 0")
         if self.health_check_interval_s <= 0:
             raise ValueError(f"health_check_interval_s must be > 0, got {self.health_check_interval_s}")
         if self.tool_call_parser is not None:

@@ -118,7 +118,13 @@ def _validation_message(exc: RequestValidationError) -> tuple[str, str | None, s
 
 
 # Generation endpoints whose refusals the metrics count, by their metrics label.
-COUNTED_ENDPOINTS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/generate": "generate"}
+COUNTED_ENDPOINTS = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    "/generate": "generate",
+    "/v1/messages": "messages",
+    "/v1/responses": "responses",
+}
 _OUTCOME_BY_STATUS = {400: "invalid", 404: "not_found", 413: "too_large", 429: "rate_limited", 503: "unavailable"}
 
 

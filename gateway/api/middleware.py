@@ -107,7 +107,9 @@ class AuthMiddleware:
                     raise refusal
             identity = Identity("default", "admin")
             if self.auth.enabled and not is_public:
-                identity = self.auth.identify(headers.get("authorization"))
+                # Anthropic's clients send the key as `x-api-key`
+                key = headers.get("x-api-key")
+                identity = self.auth.identify(headers.get("authorization") or (key and f"Bearer {key}"))
             if self.auth.enabled and not is_public and self._is_admin_path(path) and not identity.is_admin:
                 raise APIError(403, f"{path} needs an admin API key", code="permission_denied")
             tenant: str = identity.tenant

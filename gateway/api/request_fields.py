@@ -235,11 +235,79 @@ SAMPLING_PARAMS_FIELDS: dict[str, FieldRule] = {
     "watermark": _r("no watermarking", {"x": 1}),
 }
 
+# Anthropic's Messages API (the `anthropic` package's MessageCreateParams); unknown fields are a 400 here.
+_MESSAGES_PROMPT: dict[str, FieldRule] = {
+    "model": _h("must name the served model (404 otherwise)"),
+    "messages": _h("text, tool_use and tool_result blocks, rendered with the chat template"),
+    "system": _h("a string or text blocks, the first (system) message"),
+    "tools": _h("custom tools (server tools are a 400)"),
+    "tool_choice": _h("auto, any, tool (forced by a grammar) or none"),
+    "cache_control": _h("checked as Anthropic does; breakpoints change usage accounting only (no pins)"),
+    "output_config": _h("format: json_schema (xgrammar); effort is a 400"),
+    "thinking": _r("no extended thinking", {"type": "enabled", "budget_tokens": 1024}, {"type": "disabled"}),
+    "speed": _r("one speed", "fast", "standard"),
+    "user_profile_id": _r("no user profiles", "up_1"),
+    "workspace_id": _r("one workspace", "ws_1"),
+}
+MESSAGES_FIELDS: dict[str, FieldRule] = {
+    **_MESSAGES_PROMPT,
+    "max_tokens": _h("output limit (required)"),
+    "stop_sequences": _h("stop strings; stop_reason stop_sequence names the one that matched"),
+    "stream": _h("Anthropic's server-sent events"),
+    "temperature": _h("0 is greedy"),
+    "top_p": _h("nucleus sampling"),
+    "top_k": _h("top-k sampling"),
+    "metadata": _a("user_id only (tags travel in x-radixgate-* headers); other keys are a 400"),
+    "diagnostics": _h("previous_message_id: diagnostics.cache_miss_reason unavailable (no analysis yet)"),
+    "service_tier": _r("one tier", "priority", "auto", "standard_only"),
+    "container": _r("no code-execution containers", "cntr_1"),
+    "inference_geo": _r("one region", "us"),
+}
+# OpenAI's Responses API (the pinned openai package's ResponseCreateParams).
+RESPONSES_FIELDS: dict[str, FieldRule] = {
+    "model": _h("must name the served model (404 otherwise)"),
+    "input": _h("a string, or message, function_call and function_call_output items"),
+    "instructions": _h("the system message"),
+    "tools": _h("function tools (built-in tools are a 400)"),
+    "tool_choice": _h("auto, none, required or a named function (forced by a grammar)"),
+    "parallel_tool_calls": _h("false: at most one call"),
+    "text": _h("format: text, json_object, json_schema (xgrammar); verbosity other than medium is a 400"),
+    "max_output_tokens": _h("output limit; without it, up to the context"),
+    "temperature": _h("0 is greedy"),
+    "top_p": _h("nucleus sampling"),
+    "stream": _h("the typed events of the Responses API"),
+    "previous_response_id": _h("continues a stored response of the same tenant, reusing its token ids"),
+    "store": _h("false: the response is not kept (no GET, no continuation)"),
+    "metadata": _h("prompt-template tags, as on chat"),
+    "prompt_cache_key": _a("routing hint for the prefix cache; same answer"),
+    "prompt_cache_options": _h(
+        "mode implicit only; ttl is a 400 (no pins); comparison_response_id: diagnostics unavailable"
+    ),
+    "prompt_cache_retention": _a("a maximum, which a cache that never pins meets"),
+    "stream_options": _a("include_obfuscation: no obfuscation field is sent"),
+    "user": _a("end-user id; not used"),
+    "safety_identifier": _a("end-user id; not used"),
+    "background": _r("no background mode", True, False),
+    "context_management": _r("no server-side compaction", [{"type": "compaction"}], []),
+    "conversation": _r("no conversations; use previous_response_id", "conv_1"),
+    "include": _r("no extra output data", ["reasoning.encrypted_content"], []),
+    "max_tool_calls": _r("no built-in tools", 1),
+    "moderation": _r("OpenAI moderation", {"x": 1}),
+    "prompt": _r("no stored prompt templates", {"id": "pmpt_1"}),
+    "reasoning": _r("no reasoning models", {"effort": "high"}, {}),
+    "service_tier": _r("one tier", "flex", "auto", "default"),
+    "top_logprobs": _r("no logprobs on this route", 2, 0),
+    "truncation": _r("the context is never truncated", "auto", "disabled"),
+}
+
 ROUTE_TABLES: dict[str, dict[str, FieldRule]] = {
     "/v1/chat/completions": CHAT_FIELDS,
     "/v1/completions": COMPLETION_FIELDS,
     "/generate": GENERATE_FIELDS,
     "/generate sampling_params": SAMPLING_PARAMS_FIELDS,
+    "/v1/messages": MESSAGES_FIELDS,
+    "/v1/messages/count_tokens": _MESSAGES_PROMPT,
+    "/v1/responses": RESPONSES_FIELDS,
 }
 
 

@@ -117,7 +117,8 @@ def test_the_table_in_the_docs_is_current_and_complete() -> None:
 CASES = [(route, name, rule) for route, table in ROUTE_TABLES.items() for name, rule in table.items()]
 
 
-@pytest.mark.parametrize("route", list(ROUTE_TABLES))
+# /v1/messages and /v1/responses are walked by test_wire_fields.py (their bodies and error shapes differ)
+@pytest.mark.parametrize("route", [route for route in ROUTE_TABLES if route.split()[0] in BASE])
 def test_every_field_does_what_the_table_says(client: TestClient, worker, route: str) -> None:
     eos = worker.tokenizer.eos_token_id
     failures = []
