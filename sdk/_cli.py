@@ -20,6 +20,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "router"): ("radixgate.bench.router", "routing policies over local workers: hit rate vs ideal, req/s"),
     ("bench", "ray"): ("radixgate.bench.ray", "the router workload on Ray Serve replicas beside local workers"),
     ("bench", "field-table"): ("radixgate.bench.field_table", "write docs/gateway.md's request-field table"),
+    ("bench", "agent-session"): ("radixgate.bench.agent_session", "a multi-turn agent on /v1/responses: cache reuse"),
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
     ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
     ("bench", "gpu-engine"): ("radixgate.bench.gpu_engine", "the engine on an 8B-shaped checkpoint, 16-bit vs FP8 KV"),
