@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .settings import Settings
 
-_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 #: Never code: version control, caches, build output. (Virtual environments and vendored
 #: packages are `settings.DEFAULT_EXCLUDES`, which `--no-default-excludes` turns off.)
 _SKIP_DIRS = frozenset(
@@ -63,7 +63,7 @@ def project_root(path: Path) -> Path:
     """The nearest folder above `path` with a project marker, else `path`'s folder."""
     start = path.resolve().parent
     for folder in [start, *start.parents]:
-        if any((folder / marker).exists() for marker in _ROOT_MARKERS):
+        if any((folder / marker).exists() for marker in ROOT_MARKERS):
             return folder
     return start
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 from .analysis.facts import ParseFailure, parse
 from .analysis.project import Project
 from .checker import violations_for
-from .files import imports_of, iter_files, module_files, module_name, project_root
+from .files import ROOT_MARKERS, imports_of, iter_files, module_files, module_name, project_root
 from .settings import Settings
 from .violation import Violation
 
@@ -26,6 +26,43 @@ class Result(NamedTuple):
     lines: int  # lines of the files reported on
     failures: list[str]  # files that could not be read or parsed (messages)
     sources: dict[str, tuple[str, ast.Module]]  # filename -> (source, tree), for fixes
+
+
+def _root_within(path: Path, folder: Path, folder_resolved: Path) -> Path:
+    """The project a file found under `folder` belongs to: the nearest folder between them holding a
+    project marker (a repository or package inside the folder), else the folder itself."""
+    here = path.parent
+    while here.resolve() != folder_resolved and here != here.parent:
+        if any((here / marker).exists() for marker in ROOT_MARKERS):
+            return here
+        here = here.parent
+    return folder
+
+
+def _by_root(explicit: list[Path], roots: dict[Path, Path]) -> dict[Path, list[Path]]:
+    out: dict[Path, list[Path]] = {}
+    for path in explicit:
+        out.setdefault(roots[path.resolve()], []).append(path)
+    return out
+
+
+def _importers(root: Path, given: list[Path], settings: Settings) -> list[Path]:
+    """The project's files (under `root`) that import one of the `given` files: a staged template's
+    callers fill its placeholders, so they are read (not reported) as a folder's lint would read them."""
+    wanted = {module_name(path, root) for path in given} - {""}
+    last = {name.rpartition(".")[2] for name in wanted}
+    given_resolved = {path.resolve() for path in given}
+    found = []
+    for candidate in iter_files([str(root)], settings, False):
+        try:
+            text = candidate.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "import" not in text or not any(word in text for word in last) or candidate.resolve() in given_resolved:
+            continue
+        if any(q in wanted or q.rpartition(".")[0] in wanted for q in imports_of(candidate, root)):
+            found.append(candidate)
+    return found
 
 
 def lint_paths(paths: list[str], settings: Settings, force_exclude: bool = False) -> Result:
@@ -52,13 +89,14 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
     for path in report:
         context[resolved_of[path]] = (path, True)
     explicit = [Path(p) for p in paths if Path(p).is_file()]
-    for raw in paths:
-        if Path(raw).is_dir():
-            for path in report:
-                roots.setdefault(resolved_of[path], Path(raw))
+    folders = [(Path(raw), Path(raw).resolve()) for raw in paths if Path(raw).is_dir()]
+    for path in report:
+        for folder, folder_resolved in folders:
+            if resolved_of[path].is_relative_to(folder_resolved):
+                roots.setdefault(resolved_of[path], _root_within(path, folder, folder_resolved))
+                break
     for path in explicit:
         roots.setdefault(path.resolve(), project_root(path))
-    project = Project()
     failures: list[str] = []
     lines = 0
     sources: dict[str, tuple[str, ast.Module]] = {}
@@ -66,7 +104,18 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
     seen: set[Path] = set()
     order = list(report)
     root_resolved: dict[Path, Path] = {}
-    while queue:  # modules imported by explicit files, for summaries
+    for root, given in _by_root(explicit, roots).items():  # project modules importing an explicit file
+        for importer in _importers(root, given, settings):
+            resolved = importer.resolve()
+            if resolved in context or resolved in seen:
+                continue
+            seen.add(resolved)
+            roots[resolved] = root
+            context[resolved] = (importer, False)
+            order.append(importer)
+            resolved_of[importer] = resolved
+            queue.append((importer, 0))  # read with its own imports, as a folder's lint would
+    while queue:  # modules imported by explicit files (and their importers), for summaries
         path, depth = queue.pop()
         root = roots[path.resolve()]
         for qual in imports_of(path, root):
@@ -81,7 +130,8 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
                 resolved_of[candidate] = resolved
                 if depth + 1 < _IMPORT_DEPTH:
                     queue.append((candidate, depth + 1))
-    for path in order:
+    projects: dict[Path, Project] = {}  # one per project root: unrelated projects never meet
+    for path in sorted(order, key=lambda p: (resolved_of.get(p) or p.resolve()).as_posix()):
         resolved = resolved_of.get(path) or path.resolve()
         _, reported = context[resolved]
         try:
@@ -104,18 +154,23 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
             continue
         except RecursionError:
             continue
+        project = projects.setdefault(root_resolved[root], Project())
         if parsed is not None:
             project.add(path, parsed, reported)
         else:
             project.defer(path, source, name, reported)
-    try:
-        project.run()
-    except RecursionError:  # a limit of the analysis on some deeply nested file
-        pass
     violations: list[Violation] = []
-    for entry in project.entries:
-        if entry.report:
-            filename = entry.path.as_posix()
-            violations.extend(violations_for(entry.sites, entry.parsed, filename, settings))
-            sources[filename] = (entry.parsed.source, entry.parsed.tree)
+    for _, project in sorted(projects.items()):
+        try:
+            project.run()
+        except RecursionError:  # a limit of the analysis on some deeply nested file
+            pass
+        for entry in project.entries:
+            if entry.report:
+                filename = entry.path.as_posix()
+                violations.extend(violations_for(entry.sites, entry.parsed, filename, settings))
+                sources[filename] = (entry.parsed.source, entry.parsed.tree)
+        project.entries = [e for e in project.entries if e.report]  # the rest is not needed any more
+    order_of = {path.as_posix(): i for i, path in enumerate(report)}
+    violations.sort(key=lambda v: (order_of.get(v.filename, len(order_of)), v.filename, v.row, v.col, v.code))
     return Result(violations, report, lines, failures, sources)

@@ -131,8 +131,8 @@ class ExpressionEvaluator(ABC):
         key = field_name.split(".")[0].split("[")[0]
         own = self.module.own_fillings(self.template_text, key)  # where this very template is formatted
         shapes = own[0] if own else self.module.fillings.get(key, [])
-        if not shapes and self.module.project is not None:
-            shapes = self.module.project.fillings.get(key, [])
+        if not shapes and self.module.project is not None:  # filled in a connected module (never by name alone)
+            shapes = [s for m in self.module.project.connected(self.module) for s in m.fillings.get(key, [])]
         dynamic = [s for s in shapes if any(p.is_dynamic for p in s)]
         if dynamic and self.defining:  # a template's own site: the filling call reports this value
             return unknown(node, key)
@@ -149,7 +149,12 @@ class ExpressionEvaluator(ABC):
             return unknown(node, key)
         named = self.by_name(key, node)
         project = self.module.project
-        per_call = own[1] if own else key in self.module.call_filled or bool(project and key in project.call_filled)
+        per_call = (
+            own[1]
+            if own
+            else key in self.module.call_filled
+            or bool(project and any(key in m.call_filled for m in project.connected(self.module)))
+        )
         if named[0].kind is Kind.UNKNOWN and (
             not shapes or per_call or any(isinstance(p.node, ParamRef) for s in shapes for p in s)
         ):

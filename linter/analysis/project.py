@@ -17,6 +17,7 @@ read for their summaries too, but findings are reported only for the files given
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from .site import Segment, Site
 from .walker import Walker
 
 _ROUNDS = 4
-_MAX_CANDIDATES = 400
+_CALLED = re.compile(r"(\w+)\s*\(")  # a name called, in lower-cased source
 
 Key = tuple[str, str | None, str]  # (module, class or None, function)
 
@@ -78,10 +79,9 @@ class Project:
         self.calls: list[Call] = []
         self.lazy: dict[str, tuple[Path, str]] = {}  # modules without prompt words, parsed if imported
         self.quiet: list[tuple[Path, str, str]] = []  # reported files without prompt words
-        self.fillings: dict[str, list[Shape]] = {}  # placeholder fillings seen in any module
-        self.call_filled: set[str] = set()  # placeholders some function fills per call
-        self.text_fillings: dict[str, dict[str, list[Shape]]] = {}  # as `Module.text_fillings`
-        self.text_call_filled: set[tuple[str, str]] = set()
+        self._imports: dict[int, list[Module]] = {}  # id(module) -> the project modules it imports
+        self._connected: dict[int, list[Module]] = {}  # id(module) -> `connected(module)`
+        self._importers: dict[int, list[Module]] | None = None  # id(module) -> the modules importing it
 
     # -- building ------------------------------------------------------------------------
     def add(self, path: Path, parsed: Parsed, report: bool) -> None:
@@ -155,6 +155,44 @@ class Project:
             if isinstance(table := other.exprs.get(name), ast.Dict):
                 module.imported_tables[alias] = table
 
+    def imports_of(self, module: Module) -> list[Module]:
+        """The project modules `module` imports (already added ones; sorted by name)."""
+        key = id(module)
+        if key not in self._imports:
+            found: dict[str, Module] = {}
+            for qual in module.imports.values():
+                parts = qual.split(".")
+                for i in range(len(parts), 0, -1):  # the module itself, or the package holding the name
+                    hits = self.modules.get(".".join(parts[:i]), [])
+                    if len(hits) == 1:
+                        if hits[0] is not module:
+                            found[hits[0].name] = hits[0]
+                        break
+            self._imports[key] = [found[name] for name in sorted(found)]
+        return self._imports[key]
+
+    def connected(self, module: Module) -> list[Module]:
+        """`module`, then the project modules linked to it by imports, sorted by name: what it imports
+        (two levels) and what imports it. A module's findings depend on these only, never on a module
+        that merely shares a name with it, so they are the same whatever else is linted, in any order."""
+        key = id(module)
+        if key not in self._connected:
+            linked: dict[str, Module] = {}
+            for first in self.imports_of(module):
+                linked[first.name] = first
+                for second in self.imports_of(first):
+                    linked.setdefault(second.name, second)
+            if self._importers is None:  # built once, over the modules added by then
+                self._importers = {}
+                for entry in self.entries:
+                    for imported in self.imports_of(entry.parsed.module):
+                        self._importers.setdefault(id(imported), []).append(entry.parsed.module)
+            for other in self._importers.get(key, []):
+                linked.setdefault(other.name, other)
+            linked.pop(module.name, None)
+            self._connected[key] = [module, *(linked[name] for name in sorted(linked))]
+        return self._connected[key]
+
     # -- reading -------------------------------------------------------------------------
     def run(self) -> None:
         self.mark_wrapper_calls()
@@ -178,18 +216,16 @@ class Project:
     def mark_wrapper_calls(self) -> None:
         """Lines calling a possible wrapper (a function with parameters that may hold a sink) are
         worth reading even without a prompt word on them."""
-        candidates: set[str] = set()
-        for key, fn in self.functions.items():
+        by_module: dict[str, set[str]] = {}
+        for key, fn in sorted(self.functions.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2])):
             if _has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno):
-                candidates.add(key[2].lower() + "(")
-                if len(candidates) > _MAX_CANDIDATES:
-                    return  # too many to search for (a large project): no need to list the rest
-        if not candidates:
+                by_module.setdefault(key[0], set()).add(key[2].lower())
+        if not by_module:
             return
-        words = tuple(sorted(candidates))
-        for path, source, name in self.quiet:
+        every = set().union(*by_module.values())
+        for path, source, name in self.quiet:  # parsed if it may call one; its calls resolve by import only
             low = source.lower()
-            if any(w in low for w in words) and name in self.lazy:
+            if name in self.lazy and every & set(_CALLED.findall(low)):
                 del self.lazy[name]
                 try:
                     parsed = parse(source, path.as_posix(), name, force=True)
@@ -197,11 +233,13 @@ class Project:
                     continue
                 if parsed is not None:
                     self.add(path, parsed, True)
-        for entry in self.entries:
+        for entry in self.entries:  # lines calling a function of a connected module are worth a look
+            module = entry.parsed.module
             low = entry.parsed.source.lower()
-            hits = tuple(w for w in words if w in low)
+            words = set().union(*(by_module.get(m.name, set()) for m in self.connected(module)))
+            hits = tuple(sorted(w + "(" for w in words & set(_CALLED.findall(low))))
             if hits:
-                entry.parsed.module.hot_prefix = hot_line_prefix(low, len(entry.parsed.lines), hits)
+                module.hot_prefix = hot_line_prefix(low, len(entry.parsed.lines), hits)
 
     def note_call(self, sinks: SinkReader, node: ast.Call, scope: Scope) -> None:
         """Remember a call that may reach one of the project's functions, with its arguments (read
@@ -245,7 +283,9 @@ class Project:
             root = root.value
         if isinstance(root, ast.Name) and root.id in module.imports:
             return self.imported(module, module.qualname(func))  # `llm_utils.ask(...)`
-        return list(self.methods.get(func.attr, []))  # `self.llm.generate(...)`: any class's method
+        # `self.llm.generate(...)`: a method of that name in a class of this module or one connected to it
+        near = {m.name for m in self.connected(module)}
+        return sorted(key for key in self.methods.get(func.attr, []) if key[0] in near)
 
     def imported(self, module: Module, qual: str | None) -> list[Key]:
         found = self.resolve(qual) if qual else None

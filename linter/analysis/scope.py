@@ -80,10 +80,14 @@ class Module:
 
     def own_fillings(self, text: str | None, key: str) -> tuple[list[Shape], bool] | None:
         """How the code fills `key` where it formats the template `text` itself (shapes, whether
-        per call), over the whole project when there is one; None where it never does."""
-        table = self.project if self.project is not None else self
-        shapes = table.text_fillings.get(text or "", {}).get(key)
-        return None if shapes is None else (shapes, (text, key) in table.text_call_filled)
+        per call), here and in the project modules connected to this one by imports; None where it
+        never does."""
+        tables = self.project.connected(self) if self.project is not None else [self]
+        found = [m.text_fillings[text or ""][key] for m in tables if key in m.text_fillings.get(text or "", {})]
+        if not found:
+            return None
+        shapes = [shape for group in found for shape in group]
+        return shapes, any((text, key) in m.text_call_filled for m in tables)
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""

@@ -287,20 +287,15 @@ class Walker:
         own_text = method in ("format", "format_map")
         receiver = node.func.value if own_text and isinstance(node.func, ast.Attribute) else None
         own = self.ev.literal(receiver, scope) if receiver is not None else None
-        table = module.project if module.project is not None else module
-        for key, value in pairs:
+        for key, value in pairs:  # recorded on this module; other modules see them only if connected to it
             shape = self.ev.shape(value, scope, hint=key)
             if own is not None:  # `TEMPLATE.format(...)`: how this very template is filled
-                table.text_fillings.setdefault(own[0], {}).setdefault(key, []).append(shape)
+                module.text_fillings.setdefault(own[0], {}).setdefault(key, []).append(shape)
                 if not scope.is_module and not names.is_configuration(value):
-                    table.text_call_filled.add((own[0], key))
+                    module.text_call_filled.add((own[0], key))
             module.fillings.setdefault(key, []).append(shape)
-            if module.project is not None:
-                module.project.fillings.setdefault(key, []).append(shape)
             if not scope.is_module and not names.is_configuration(value):  # filled per call, not once at import
                 module.call_filled.add(key)
-                if module.project is not None:
-                    module.project.call_filled.add(key)
             if method == "partial" and not any(p.is_dynamic for p in shape):
                 module.partial_names.add(key)
 
