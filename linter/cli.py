@@ -1,7 +1,9 @@
 """`promptlint`: the command line, shaped like ruff's.
 
-Exit status: 0 no findings, 1 findings, 2 promptlint itself failed (bad configuration, an
-unreadable or unparsable file, unreadable statistics): its message on stderr, never a traceback.
+Exit status: 0 no finding at `--fail-on` severity or above (default `warning`: `info` findings are
+reported but do not fail), 1 such findings (a file that does not parse is one, E999), 2 promptlint
+itself failed (bad configuration, unreadable statistics): its message on stderr, one line, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from . import fixes, hit_rates, reporters
 from .analysis.facts import ParseFailure
 from .checker import check
 from .files import MissingPath, iter_files
-from .rules import RULES, MeasuredWaste, explain
-from .runner import lint_paths
+from .rules import LEVELS, RULES, MeasuredWaste, explain
+from .runner import lint_paths, unanalyzable
 from .settings import ConfigError, Settings, find_pyproject, load_settings
 from .violation import Violation
 
@@ -57,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="store_true", help="apply safe fixes")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply unsafe fixes")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    p.add_argument(
+        "--fail-on",
+        choices=LEVELS[::-1],
+        help="the lowest severity that makes the exit status 1 (default: warning, or fail-on in [tool.promptlint])",
+    )
     p.add_argument("--statistics", action="store_true", help="print counts per rule")
     p.add_argument("--stats", metavar="URL_OR_FILE", help="the gateway's /v1/prompt_stats (URL) or a saved copy (file)")
     p.add_argument(
@@ -103,6 +110,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         min_static_tokens=args.min_static_tokens,
         min_lost_tokens=args.min_lost_tokens,
         default_excludes=False if args.no_default_excludes else None,
+        fail_on=args.fail_on,
     )
 
 
@@ -122,8 +130,8 @@ def lint_file(path: Path, settings: Settings, apply_fixes: bool, unsafe: bool) -
             if count:
                 path.write_text(fixed_source, encoding="utf-8")
                 found = fixes.attach(fixed_source, *check(fixed_source, filename, settings))
-    except ParseFailure as exc:
-        raise ToolFailure(str(exc)) from None
+    except ParseFailure as exc:  # one finding for the file; the others are linted
+        return [unanalyzable(path, exc.detail, exc.row, exc.col)], 0
     except RecursionError:  # a limit of the analysis, not a fault of the file: say so, go on
         print(f"promptlint: warning: {path}: skipped, expressions nested too deeply to analyze", file=sys.stderr)
         return [], 0
@@ -159,6 +167,9 @@ def run(args: argparse.Namespace) -> int:
         for v in result.violations:
             by_file.setdefault(v.filename, []).append(v)
         for filename, found in by_file.items():
+            if filename not in result.sources:  # E999: nothing to fix
+                violations.extend(found)
+                continue
             source, tree = result.sources[filename]
             violations.extend(fixes.attach(source, found, tree))
     if fixed:
@@ -171,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         violations = hit_rates.apply(
             violations, templates, [f.as_posix() for f in files], settings.is_enabled(MeasuredWaste.code)
         )
+    violations = [v._replace(severity=settings.severity_of(v.code, v.severity)) for v in violations]
     report = (
         reporters.statistics(violations)
         if args.statistics and args.format == "text"
@@ -182,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(report)
     if not violations and args.format == "text" and not args.output_file:
         print("All checks passed!")
-    return 0 if args.exit_zero or not violations else 1
+    failing = any(settings.fails(v.severity) for v in violations)
+    return 0 if args.exit_zero or not failing else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,18 @@ _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 _GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
+def summary(violations: list[Violation]) -> str:
+    """`Found 5 findings: 1 error, 3 warnings, 1 info.`: the count by severity, highest first."""
+    counts = Counter(v.severity for v in violations)
+    parts = [
+        f"{counts[level]} {level}{'s' if counts[level] != 1 and level != 'info' else ''}"
+        for level in ("error", "warning", "info")
+        if counts[level]
+    ]
+    total = len(violations)
+    return f"Found {total} finding{'s' if total != 1 else ''}: {', '.join(parts)}."
+
+
 def text(violations: list[Violation]) -> str:
     """`path:row:col: CODE [severity] message`, one per line, then a count."""
     lines = []
@@ -27,10 +39,7 @@ def text(violations: list[Violation]) -> str:
         lines.append(f"{v.filename}:{v.row}:{v.col}: {v.code}{mark} [{v.severity}] {v.full_message}")
     if violations:
         fixable = sum(1 for v in violations if v.fix and v.fix.applicability == "safe")
-        lines.append(
-            f"Found {len(violations)} error{'s' if len(violations) != 1 else ''}."
-            + (f"\n[*] {fixable} fixable with `--fix`." if fixable else "")
-        )
+        lines.append(summary(violations) + (f"\n[*] {fixable} fixable with `--fix`." if fixable else ""))
     return "\n".join(lines) + ("\n" if lines else "")
 
 

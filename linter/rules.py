@@ -12,6 +12,9 @@ from typing import ClassVar
 
 from .analysis.shape import Change
 
+#: Severities, lowest first (`--fail-on` and `[tool.promptlint] fail-on` name one of them).
+LEVELS = ("info", "warning", "error")
+
 _SEVERITY = {
     Change.PER_REQUEST: "error",
     Change.PER_SESSION: "warning",
@@ -32,16 +35,21 @@ class Rule:
     #: "safe", "unsafe" or None: the kind of fix `--fix` / `--unsafe-fixes` may apply.
     fix: ClassVar[str | None] = None
     severity_floor: ClassVar[str | None] = None
+    #: The highest level the rule reports at (its precision on real code does not earn more).
+    severity_cap: ClassVar[str | None] = None
 
     def severity(self, change: Change | None, tokens: int | None = None, threshold: int = 64) -> str:
         """`error` for values that change per request, `warning` per session, `info` slower; one
         step lower when the static text pushed out of the prefix is under four times `threshold`
-        tokens, so a short paragraph lost ranks below a whole manual."""
+        tokens, so a short paragraph lost ranks below a whole manual. `[tool.promptlint.severity]`
+        overrides it per rule."""
         if self.severity_floor is not None:
             return self.severity_floor
         level = _SEVERITY.get(change, "warning") if change is not None else "warning"
         if tokens is not None and tokens < 4 * threshold:
             level = {"error": "warning", "warning": "info"}.get(level, level)
+        if self.severity_cap is not None and LEVELS.index(level) > LEVELS.index(self.severity_cap):
+            level = self.severity_cap
         return level
 
     def format(self, **fields: object) -> str:
@@ -137,6 +145,7 @@ class TurnBeforeDocuments(Rule):
     code = "KV103"
     name = "turn-before-documents"
     message = "{label} before shared documents ({doc})"
+    severity_cap = "warning"
 
 
 class DynamicBeforeCacheBreakpoint(Rule):
@@ -329,6 +338,34 @@ class MeasuredWaste(Rule):
     severity_floor = "warning"
 
 
+class SyntaxFailure(Rule):
+    """## What it does
+    Reports a file promptlint could not analyze: it is not valid Python (a syntax error, a null
+    byte) or cannot be read as UTF-8. The finding names the line and the parser's message; the other
+    files are linted as usual. It is reported whatever `select` and `ignore` say, as ruff's E999 is.
+
+    ## Why is this bad?
+    A file that does not parse is not checked at all: its prompts may break the cache unseen.
+
+    ## Example
+    ```python
+    def build(question:
+        return f"{question}"
+    ```
+
+    ## Use instead
+    ```python
+    def build(question):
+        return f"{question}"
+    ```
+    """
+
+    code = "E999"
+    name = "syntax-error"
+    message = "{detail}"
+    severity_floor = "error"
+
+
 RULES: dict[str, Rule] = {
     cls.code: cls()
     for cls in (
@@ -342,6 +379,7 @@ RULES: dict[str, Rule] = {
         DirectoryOrder,
         ShortStaticPrefix,
         MeasuredWaste,
+        SyntaxFailure,
     )
 }
 

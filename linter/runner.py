@@ -12,6 +12,7 @@ from .analysis.facts import ParseFailure, parse
 from .analysis.project import Project
 from .checker import violations_for
 from .files import ROOT_MARKERS, imports_of, iter_files, module_files, module_name, project_root
+from .rules import RULES, SyntaxFailure
 from .settings import Settings
 from .violation import Violation
 
@@ -37,6 +38,12 @@ def _root_within(path: Path, folder: Path, folder_resolved: Path) -> Path:
             return here
         here = here.parent
     return folder
+
+
+def unanalyzable(path: Path, detail: str, row: int = 1, col: int = 1) -> Violation:
+    """E999: a file that cannot be parsed or read, reported as one finding."""
+    rule = RULES[SyntaxFailure.code]
+    return Violation(rule.code, rule.format(detail=detail), path.as_posix(), row, col, row, col, "error")
 
 
 def _by_root(explicit: list[Path], roots: dict[Path, Path]) -> dict[Path, list[Path]]:
@@ -98,6 +105,7 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
     for path in explicit:
         roots.setdefault(path.resolve(), project_root(path))
     failures: list[str] = []
+    violations: list[Violation] = []
     lines = 0
     sources: dict[str, tuple[str, ast.Module]] = {}
     queue = [(path, 0) for path in explicit]
@@ -138,7 +146,7 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             if reported:
-                failures.append(f"{path}: cannot read: {exc}")
+                violations.append(unanalyzable(path, f"cannot read: {exc}"))
             continue
         if reported:
             lines += source.count("\n") + 1
@@ -149,8 +157,8 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
         try:
             parsed = parse(source, path.as_posix(), name)
         except ParseFailure as exc:
-            if reported:
-                failures.append(str(exc))
+            if reported:  # one finding for the file, and the run goes on
+                violations.append(unanalyzable(path, exc.detail, exc.row, exc.col))
             continue
         except RecursionError:
             continue
@@ -159,7 +167,6 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
             project.add(path, parsed, reported)
         else:
             project.defer(path, source, name, reported)
-    violations: list[Violation] = []
     for _, project in sorted(projects.items()):
         try:
             project.run()

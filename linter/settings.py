@@ -9,6 +9,10 @@ exclude = ["examples/bad_app.py", "tests/fixtures"]
 min-static-tokens = 1024       # KV301: the provider's minimum cacheable prefix
 min-lost-tokens = 64           # KV101/KV102: static tokens a dynamic value must push out of the prefix
 default-excludes = true        # skip virtual environments and vendored copies of third-party packages
+fail-on = "warning"            # the lowest severity that makes the exit status 1 (error, warning, info)
+
+[tool.promptlint.severity]     # per rule (code or prefix): the severity its findings are reported at
+KV103 = "info"
 ```
 
 `min-lost-tokens` replaces `min-static-chars`: KV101/KV102 report a dynamic value only when the longest
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .rules import RULES
+from .rules import LEVELS, RULES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,6 +77,8 @@ _KEYS = {
     "min-static-tokens",
     "min-lost-tokens",
     "default-excludes",
+    "fail-on",
+    "severity",
 }
 
 
@@ -92,11 +98,20 @@ class Settings:
     min_static_tokens: int = DEFAULT_MIN_STATIC_TOKENS
     min_lost_tokens: int = DEFAULT_MIN_LOST_TOKENS
     default_excludes: bool = True
+    fail_on: str = "warning"  # the lowest severity that fails the run (exit status 1)
+    severity: tuple[tuple[str, str], ...] = ()  # (code or prefix, level): per-rule severity
 
     def __post_init__(self) -> None:
         for code in (self.select or ()) + self.extend_select + self.ignore:
             if not any(c.startswith(code.upper()) for c in RULES):
                 raise ConfigError(f"unknown rule code or prefix {code!r} (known: {', '.join(RULES)})")
+        if self.fail_on not in LEVELS:
+            raise ConfigError(f"fail-on: unknown severity {self.fail_on!r} (known: {', '.join(LEVELS)})")
+        for code, level in self.severity:
+            if not any(c.startswith(code.upper()) for c in RULES):
+                raise ConfigError(f"severity.{code}: unknown rule code or prefix (known: {', '.join(RULES)})")
+            if level not in LEVELS:
+                raise ConfigError(f"severity.{code}: unknown severity {level!r} (known: {', '.join(LEVELS)})")
         if self.min_static_tokens < 1 or self.min_lost_tokens < 1:
             raise ConfigError("min-static-tokens and min-lost-tokens must be positive")
         object.__setattr__(self, "_enabled", self._resolve())
@@ -116,6 +131,15 @@ class Settings:
 
     def is_enabled(self, code: str) -> bool:
         return code in self.enabled
+
+    def severity_of(self, code: str, level: str) -> str:
+        """The severity `code`'s finding is reported at: the longest matching `severity` entry, else `level`."""
+        matches = [(len(c), lvl) for c, lvl in self.severity if code.startswith(c.upper())]
+        return max(matches)[1] if matches else level
+
+    def fails(self, level: str) -> bool:
+        """Whether a finding of this severity makes the run fail (`fail-on` or higher)."""
+        return LEVELS.index(level) >= LEVELS.index(self.fail_on)
 
     def is_default_excluded(self, name: str) -> bool:
         """Whether a folder called `name` is skipped by the default excludes."""
@@ -184,8 +208,19 @@ def load_settings(path: Path | None) -> Settings:
             raise ConfigError(f"{path}: [tool.promptlint] {key} must be true or false")
         return value
 
+    def word(key: str, default: str) -> str:
+        value = table.get(key, default)
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}: [tool.promptlint] {key} must be a string")
+        return value
+
+    levels = table.get("severity", {})
+    if not isinstance(levels, dict) or not all(isinstance(v, str) for v in levels.values()):
+        raise ConfigError(f'{path}: [tool.promptlint] severity must be a table of rule = "level"')
     try:
         return Settings(
+            fail_on=word("fail-on", "warning"),
+            severity=tuple(sorted(levels.items())),
             select=strings("select") if "select" in table else None,
             extend_select=strings("extend-select"),
             ignore=strings("ignore"),

@@ -53,7 +53,11 @@ _SCAN_WORDS = tuple(w for w in _HOT_WORDS if not any(o != w and o in w for o in 
 
 
 class ParseFailure(Exception):
-    """The file is not valid Python; the message says where."""
+    """The file is not valid Python; the message says where (`row`, `col`: 1-based)."""
+
+    def __init__(self, message: str, row: int = 1, col: int = 1, detail: str = "") -> None:
+        super().__init__(message)
+        self.row, self.col, self.detail = row, col, detail or message
 
 
 class Parsed(NamedTuple):
@@ -75,7 +79,10 @@ def parse(source: str, filename: str, name: str = "", force: bool = False) -> Pa
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
         where = f"{filename}:{exc.lineno}:{exc.offset}"
-        raise ParseFailure(f"{where}: cannot parse: {exc.msg}") from None
+        detail = f"syntax error: {exc.msg}"
+        raise ParseFailure(f"{where}: cannot parse: {exc.msg}", exc.lineno or 1, exc.offset or 1, detail) from None
+    except ValueError as exc:  # a null byte (before Python 3.12)
+        raise ParseFailure(f"{filename}:1:1: cannot parse: {exc}", 1, 1, f"syntax error: {exc}") from None
     lines = source.splitlines()
     module = collect_module(tree, lines, hot_line_prefix(low, len(lines)), name)
     module.may_use_radixgate = "radixgate" in source or any(q.startswith("radixgate") for q in module.imports.values())
