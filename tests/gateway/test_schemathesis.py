@@ -24,13 +24,15 @@ def _clamp(body: Any) -> None:
         return
     if "model" in body:
         body["model"] = "tiny"  # unknown models are a 404 before anything else; test the rest
-    for key in ("max_tokens", "max_completion_tokens"):
+    for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
         if isinstance(body.get(key), int) and body[key] > MAX_GENERATED_TOKENS:
             body[key] = MAX_GENERATED_TOKENS
     if isinstance(body.get("n"), int) and body["n"] > 2:
         body["n"] = 2
     if "messages" in body and body.get("max_tokens") is None and body.get("max_completion_tokens") is None:
         body["max_tokens"] = MAX_GENERATED_TOKENS  # chat's default would be up to 1024 tokens
+    if ("input" in body or "previous_response_id" in body) and body.get("max_output_tokens") is None:
+        body["max_output_tokens"] = MAX_GENERATED_TOKENS  # /v1/responses' default is up to the context
     sampling = body.get("sampling_params")
     if isinstance(sampling, dict) and isinstance(sampling.get("max_new_tokens"), int):
         sampling["max_new_tokens"] = min(sampling["max_new_tokens"], MAX_GENERATED_TOKENS)
@@ -67,7 +69,8 @@ def _fuzz(operation: Any) -> None:
         assert response.status_code < 500, (case.method, case.path, case.body, response.text[:500])
         if response.status_code >= 400 and response.headers.get("content-type", [""])[0].startswith("application/json"):
             body = response.json()
-            assert set(body) == {"error"} and body["error"]["message"], body
+            shape = {"type", "error"} if case.path.startswith("/v1/messages") else {"error"}  # Anthropic's
+            assert set(body) == shape and body["error"]["message"], body
         case.validate_response(response, checks=[not_a_server_error])
 
     check()
