@@ -72,6 +72,13 @@ class ExpressionEvaluator(ABC):
             left, right = self.literal(node.left, scope), self.literal(node.right, scope)
             if left is not None and right is not None:
                 return left[0] + right[0], node
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):  # `"..." * 10`: static text repeated
+            repeated = _repeated(node)
+            if repeated is not None:
+                part, times = repeated
+                found = self.literal(part, scope)
+                if found is not None:
+                    return found[0] * times, node
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             table = scope.exprs.get(node.value.id, self.module.exprs.get(node.value.id))
             if isinstance(table, ast.Dict):  # `PROMPTS[version]`: templates kept in a dict
@@ -144,6 +151,10 @@ class ExpressionEvaluator(ABC):
         docs = [p for s in shapes for p in s if p.kind is Kind.DOC]
         if docs:
             return value(Kind.DOC, max(p.change for p in docs), node, key)
+        if key in self.module.partial_names and shapes and all(p.kind is Kind.TEXT for s in shapes for p in s):
+            # `partial_variables={"instructions": LONG}`: a constant bound once is static text of the prompt
+            first = shapes[0]
+            return text(sum(p.chars for p in first), node, "".join(p.label for p in first))
         if key in self.module.partial_names or key in names.DEPLOYMENT_SLOTS or names.is_setup_slot(key):
             # bound once with a fixed value, or a slot set up once (a constant, the tools, the language)
             return unknown(node, key)
@@ -315,6 +326,12 @@ class ExpressionEvaluator(ABC):
     def binop(self, node: ast.BinOp, scope: Scope) -> Shape:
         if isinstance(node.op, ast.Add):
             return self.shape(node.left, scope) + self.shape(node.right, scope)
+        if isinstance(node.op, ast.Mult) and (repeated := _repeated(node)) is not None:
+            found = self.literal(node, scope)
+            if found is not None:
+                return text(len(found[0]), node, found[0])
+            part = self.shape(repeated[0], scope)  # a repeated value: as dynamic as the value, longer
+            return part * repeated[1] if all(p.kind is Kind.TEXT for p in part) else derive(part, node)
         if isinstance(node.op, ast.Mod):
             found = self.literal(node.left, scope)
             if found is not None:
@@ -385,3 +402,11 @@ class ExpressionEvaluator(ABC):
             old = scope.lists[node.id]
             return ListValue(list(old.elements), old.flaws)
         return None
+
+
+def _repeated(node: ast.BinOp) -> tuple[ast.expr, int] | None:
+    """`"..." * 10` or `10 * "..."`: the repeated operand and how many times (small counts only)."""
+    for part, count in ((node.left, node.right), (node.right, node.left)):
+        if isinstance(count, ast.Constant) and type(count.value) is int and 0 <= count.value <= 1000:
+            return part, count.value
+    return None

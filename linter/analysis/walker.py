@@ -121,6 +121,8 @@ class Walker:
         name = target.id
         # `template = header + template` reads the old value: evaluate before forgetting it.
         found_literal = self.ev.literal(value, scope) if isinstance(value, (ast.BinOp, ast.Name, ast.IfExp)) else None
+        reads_itself = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
+        old_shape = self.ev.shape(value, scope, hint=name) if reads_itself and name in scope.values else None
         for table in (scope.lists, scope.literals, scope.exprs):
             table.pop(name, None)
         if not scope.depth:
@@ -158,8 +160,8 @@ class Walker:
             scope.exprs[name] = value
             if scope.is_module:
                 self.ev.module.exprs[name] = value
-        shape = self.ev.shape(value, scope, hint=name)
-        if loop_flaws and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)):
+        shape = old_shape if old_shape is not None else self.ev.shape(value, scope, hint=name)
+        if loop_flaws and reads_itself:
             shape = gathered(shape, loop_flaws)  # `text = text + item`: gathered in loop order
         if scope.depth and not any(p.is_dynamic for p in shape) and name in self.merged:
             # A branch that rebinds a dynamic name to something unknown does not make it static.
