@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .kvcache.eviction import EVICTION_POLICIES
 from .protocol import MAX_TOP_LOGPROBS, SamplingParams
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class EngineConfig:
     max_prefill_tokens: int = 8192
     max_running_requests: int = 128
     disable_radix_cache: bool = False
+    # Which unlocked cached prefix leaves first when the pool is full (kvcache/eviction.py; SGLang's names).
+    radix_eviction_policy: str = "lru"
     attention_backend: str = "auto"
     random_seed: int = 0
     enable_hicache: bool = False
@@ -111,6 +114,10 @@ class EngineConfig:
             raise ValueError(f"mem_fraction_static must be in (0, 1), got {self.mem_fraction_static}")
         if self.schedule_policy not in SCHEDULE_POLICIES:
             raise ValueError(f"schedule_policy must be one of {SCHEDULE_POLICIES}, got {self.schedule_policy!r}")
+        if self.radix_eviction_policy not in EVICTION_POLICIES:
+            raise ValueError(
+                f"radix_eviction_policy must be one of {EVICTION_POLICIES}, got {self.radix_eviction_policy!r}"
+            )
         if self.attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:

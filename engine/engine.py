@@ -75,7 +75,9 @@ class Engine:
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         if tp is not None and self.hicache is not None:
             attach_mirror(self.hicache, tp)  # every tier move rank 0 makes, each rank makes on its own heads
-        self.cache_manager = CacheManager(num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache)
+        self.cache_manager = CacheManager(
+            num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache, config.radix_eviction_policy
+        )
         self.kv_events = KVEventRecorder.attach(config.kv_events(), self.cache_manager.radix_cache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
         self.penalties = Penalties(self.vocab_size, config.device)

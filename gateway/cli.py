@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
+
 from .api.middleware import LOOPBACK_HOSTS
 from .config import GatewayConfig
 from .tenancy.auth import Authenticator, read_keys_file
@@ -30,6 +32,7 @@ ENGINE_FLAGS = (
     "schedule_policy",
     "chunked_prefill_size",
     "disable_radix_cache",
+    "radix_eviction_policy",
     "attention_backend",
     "max_running_requests",
     "cuda_graph_max_bs",
@@ -103,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument(
         "--disable-radix-cache", action="store_true", default=None, help="recompute every prompt (no prefix cache)"
+    )
+    e.add_argument(
+        "--radix-eviction-policy",
+        default=None,
+        choices=EVICTION_POLICIES,
+        help="which unlocked cached prefix leaves first when the pool is full (default lru)",
     )
     e.add_argument("--attention-backend", default=None, help="auto, torch or triton (default auto)")
     e.add_argument(

@@ -8,8 +8,9 @@ Contract
   already cached. The tree takes ownership of slots past that point; slots of the already-cached
   part stay the caller's to free (they duplicate KV the tree already holds).
 - `inc_lock_ref(node)` / `dec_lock_ref(node)` protect / release a node and all its ancestors.
-- `evict(num_tokens)` frees least-recently-used unlocked leaves until `num_tokens` are freed or
-  nothing evictable remains.
+- `evict(num_tokens)` frees unlocked leaves, in the order of the eviction policy (`eviction.py`;
+  least recently used first by default), until `num_tokens` are freed or nothing evictable remains.
+  Every policy keeps the same books below; only the order of eviction differs.
 - Namespaces (a tenant's cache salt, an extra key) have separate roots: they never share nodes;
   `reset_namespace(ns)` drops one of them.
 
@@ -40,14 +41,22 @@ import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from .eviction import DEFAULT_EVICTION_POLICY, eviction_key
 from .tree_node import PrefixMatch, TreeNode, common_prefix_len
 
 __all__ = ["RadixCache", "TreeNode", "PrefixMatch", "common_prefix_len"]
 
 
 class RadixCache:
-    def __init__(self, page_size: int, free_slots: Callable[[Sequence[int]], None]):
+    def __init__(
+        self,
+        page_size: int,
+        free_slots: Callable[[Sequence[int]], None],
+        eviction_policy: str = DEFAULT_EVICTION_POLICY,
+    ):
         self.page_size = page_size
+        self.eviction_policy = eviction_policy
+        self._key = eviction_key(eviction_policy)
         self._free_slots = free_slots
         self.demote: Callable[[TreeNode], bool] | None = None  # HiCache: True keeps an evicted node on host
         self.free_host_slots: Callable[[Sequence[int]], None] | None = None
@@ -59,7 +68,7 @@ class RadixCache:
         self.host_size = 0
         self.num_nodes = 0
         self._clock = itertools.count(1)
-        self._heap: list[tuple[int, int, TreeNode]] = []  # (last_access, seq, leaf), lazily invalidated
+        self._heap: list[tuple[Any, int, TreeNode]] = []  # (policy key, seq, leaf), lazily invalidated
         self._seq = itertools.count()
 
     # ---- lookup -------------------------------------------------------------------------------
@@ -77,12 +86,18 @@ class RadixCache:
     def _page_align(self, n: int) -> int:
         return n - n % self.page_size
 
-    def match_prefix(self, key: Sequence[int], namespace: Hashable = None) -> tuple[list[int], TreeNode]:
+    def match_prefix(
+        self, key: Sequence[int], namespace: Hashable = None, count_hit: bool = True
+    ) -> tuple[list[int], TreeNode]:
         """The device part of `match`: (slots, the node ending them)."""
-        m = self.match(key, namespace)
+        m = self.match(key, namespace, count_hit=count_hit)
         return m.device_slots, m.node
 
-    def match(self, key: Sequence[int], namespace: Hashable = None) -> PrefixMatch:
+    def match(
+        self, key: Sequence[int], namespace: Hashable = None, priority: int = 0, count_hit: bool = True
+    ) -> PrefixMatch:
+        """`count_hit=False` for a lookup that is no request's hit (re-finding what was just
+        inserted): lfu and slru count only real hits. `priority` raises the matched nodes' own."""
         key = tuple(key)
         node = self.root(namespace)
         now = next(self._clock)
@@ -97,7 +112,9 @@ class RadixCache:
             if n < len(child.key):
                 child = self._split(child, n)
             child.last_access = now
-            child.hit_count += 1
+            child.hit_count += count_hit
+            if priority > child.priority:
+                child.priority = priority
             if child.device_slots is not None:
                 m.device_slots.extend(child.device_slots)
                 m.node = child
@@ -117,6 +134,7 @@ class RadixCache:
         assert parent is not None, "a root is never split"
         upper = TreeNode(child.key[:n], upper_slots, parent)  # depth: parent's + n
         upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
+        upper.created, upper.priority = child.created, child.priority
         upper.host_lock_ref = child.host_lock_ref
         parent.children[self._child_key(upper.key)] = upper
         child.key, child.parent = child.key[n:], upper
@@ -130,7 +148,12 @@ class RadixCache:
 
     # ---- insert -------------------------------------------------------------------------------
     def insert(
-        self, key: Sequence[int], slots: Sequence[int], namespace: Hashable = None, start: TreeNode | None = None
+        self,
+        key: Sequence[int],
+        slots: Sequence[int],
+        namespace: Hashable = None,
+        start: TreeNode | None = None,
+        priority: int = 0,
     ) -> int:
         """Returns the number of leading tokens that were already cached on the device (page-aligned);
         the tree owns every slot past that point (a host-only node on the way adopts its slots).
@@ -151,7 +174,8 @@ class RadixCache:
             child = node.children.get(self._child_key(key, pos))
             if child is None:
                 new = TreeNode(key[pos:end], tuple(slots[pos:end]), node)
-                new.last_access = now
+                new.last_access = new.created = now
+                new.priority = priority
                 node.children[self._child_key(new.key)] = new
                 self.num_nodes += 1
                 if self.events is not None:
@@ -163,6 +187,8 @@ class RadixCache:
             if n < len(child.key):
                 child = self._split(child, n)
             child.last_access = now
+            if priority > child.priority:
+                child.priority = priority
             if child.device_slots is None:
                 assert child.lock_ref == 0, "a node off the device cannot be locked"
                 child.device_slots = tuple(slots[pos : pos + n])
@@ -199,7 +225,7 @@ class RadixCache:
 
     # ---- eviction -----------------------------------------------------------------------------
     def _push(self, node: TreeNode) -> None:
-        heapq.heappush(self._heap, (node.last_access, next(self._seq), node))
+        heapq.heappush(self._heap, (self._key(node), next(self._seq), node))
         if len(self._heap) > 4 * self.num_nodes + 64:
             self._compact_heap()
 
@@ -207,7 +233,7 @@ class RadixCache:
         live = {}
         for entry in self._heap:
             node = entry[2]
-            if self._is_evictable_leaf(node) and entry[0] == node.last_access:
+            if self._is_evictable_leaf(node) and entry[0] == self._key(node):
                 live[id(node)] = entry
         self._heap = list(live.values())
         heapq.heapify(self._heap)
@@ -225,12 +251,13 @@ class RadixCache:
         return node.lock_ref == 0 and self._is_device_leaf(node)
 
     def evict(self, num_tokens: int) -> int:
-        """Frees LRU unlocked device leaves until at least num_tokens are freed; returns tokens freed.
+        """Frees unlocked device leaves, smallest policy key first, until at least num_tokens are
+        freed; returns tokens freed.
         A leaf that the `demote` hook copied to the host stays in the tree, host-only."""
         freed = 0
         while freed < num_tokens and self._heap:
-            access, _, node = heapq.heappop(self._heap)
-            if not self._is_evictable_leaf(node) or access != node.last_access:
+            key, _, node = heapq.heappop(self._heap)
+            if not self._is_evictable_leaf(node) or key != self._key(node):
                 continue  # stale entry: the node was touched, locked, split or grew children
             freed += len(node.key)
             self.evictable_size -= len(node.key)

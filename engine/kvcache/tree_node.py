@@ -31,6 +31,8 @@ class TreeNode:
         "lock_ref",
         "last_access",
         "hit_count",
+        "created",
+        "priority",
         "is_evicted",
         "host_slots",
         "host_lock_ref",
@@ -50,7 +52,9 @@ class TreeNode:
         self.depth: int = (parent.depth if parent is not None else 0) + len(key)  # tokens from the root
         self.lock_ref = 0
         self.last_access = 0
-        self.hit_count = 0
+        self.hit_count = 0  # matches that reached this node
+        self.created = 0  # the tree's clock when the node was inserted (fifo, filo)
+        self.priority = 0  # highest priority of the requests that inserted or matched it
         self.is_evicted = False
 
     @property

@@ -68,11 +68,12 @@ class CacheManager:
         slot_table: SlotTable,
         disable_radix_cache: bool,
         hicache: TierController | None = None,
+        eviction_policy: str = "lru",
     ):
         self.page_size = page_size
         self.allocator = PageAllocator(num_pages, page_size)
         self.slot_table = slot_table
-        self.radix_cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots)
+        self.radix_cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots, eviction_policy)
         self.capacity = num_pages * page_size
         self.hicache = hicache
         if hicache is not None:
@@ -201,7 +202,7 @@ class CacheManager:
             return
         key = req.fill_ids()[:aligned]
         existing = self._insert_computed(req, aligned)
-        tree_slots, node = self.radix_cache.match_prefix(key, req.cache_salt)
+        tree_slots, node = self.radix_cache.match_prefix(key, req.cache_salt, count_hit=False)
         assert len(tree_slots) == aligned, "a just-inserted prefix must match in full"
         self.slot_table.write(req.table_row(), req.prefix_len, tree_slots[req.prefix_len : existing])
         self.radix_cache.inc_lock_ref(node)
@@ -221,7 +222,9 @@ class CacheManager:
                 self._insert_computed(req, aligned)
                 num_tree_pages = (aligned - req.prefix_len) // ps
                 if self.hicache is not None:
-                    self.hicache.on_insert(self.radix_cache.match_prefix(req.fill_ids()[:aligned], req.cache_salt)[1])
+                    self.hicache.on_insert(
+                        self.radix_cache.match_prefix(req.fill_ids()[:aligned], req.cache_salt, count_hit=False)[1]
+                    )
             self.allocator.free(req.own_pages[num_tree_pages:])
             self.radix_cache.dec_lock_ref(req.last_node)
         else:

@@ -9,7 +9,21 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from radixgate.engine.kvcache.eviction import EVICTION_POLICIES, SLRU_PROTECTED_HITS
 from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
+
+# Each policy's key over the reference's per-page books: (last touch, hits, creation, priority).
+REF_KEYS = {
+    "lru": lambda t, h, c, pr: t,
+    "lfu": lambda t, h, c, pr: (h, t),
+    "slru": lambda t, h, c, pr: (h >= SLRU_PROTECTED_HITS, t),
+    "priority": lambda t, h, c, pr: (pr, t),
+    "fifo": lambda t, h, c, pr: c,
+    "mru": lambda t, h, c, pr: -t,
+    "filo": lambda t, h, c, pr: -c,
+}
+# A parent's key is never below its child's: a node evicted mid-way exposes no smaller key.
+MONOTONE = {"lru", "lfu", "slru", "priority", "filo"}
 
 
 def test_common_prefix_len():
@@ -83,15 +97,21 @@ def test_lru_evicts_oldest_leaf_first():
 
 
 class RadixMachine(RuleBasedStateMachine):
-    """Reference: a dict from (namespace, page-aligned token prefix) to the slots of its last page."""
+    """Reference: a dict from (namespace, page-aligned token prefix) to the slots of its last page,
+    and per page what the eviction policy orders by."""
+
+    policy = "lru"
 
     def __init__(self):
         super().__init__()
         self.page_size = 1
         self.freed: list[int] = []
-        self.cache = RadixCache(self.page_size, self.freed.extend)
+        self.cache = RadixCache(self.page_size, self.freed.extend, self.policy)
         self.ref: dict[tuple, int] = {}
         self.ref_time: dict[tuple, int] = {}
+        self.ref_hits: Counter = Counter()
+        self.ref_created: dict[tuple, int] = {}
+        self.ref_priority: dict[tuple, int] = {}
         self.clock = itertools.count(1)
         self.slots = itertools.count()
         self.locked: list[tuple] = []  # (node, namespace, matched prefix)
@@ -101,7 +121,7 @@ class RadixMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.ref and not self.locked)
     def choose_page_size(self, page_size):
         self.page_size = page_size
-        self.cache = RadixCache(page_size, self.freed.extend)
+        self.cache = RadixCache(page_size, self.freed.extend, self.policy)
 
     def _ref_match(self, ns, key) -> int:
         n, ps = 0, self.page_size
@@ -112,35 +132,59 @@ class RadixMachine(RuleBasedStateMachine):
     def _pages(self, n):
         return range(self.page_size, n + 1, self.page_size)
 
-    def _touch(self, ns, key, n):
+    def _touch(self, ns, key, n, priority=0, hit=False):
         now = next(self.clock)
         for j in self._pages(n):
-            self.ref_time[(ns, tuple(key[:j]))] = now
+            p = (ns, tuple(key[:j]))
+            self.ref_time[p] = now
+            self.ref_hits[p] += hit
+            self.ref_priority[p] = max(self.ref_priority[p], priority)
+        return now
+
+    def _key(self, p):
+        return REF_KEYS[self.policy](self.ref_time[p], self.ref_hits[p], self.ref_created[p], self.ref_priority[p])
+
+    def _evictable_leaves(self, contents):
+        return [
+            p
+            for p in contents
+            if self.lock_count[p] == 0
+            and not any(q[0] == p[0] and len(q[1]) > len(p[1]) and q[1][: len(p[1])] == p[1] for q in contents)
+        ]
 
     keys = st.lists(st.integers(0, 3), min_size=1, max_size=12)
     namespaces = st.sampled_from([None, "a"])
 
-    @rule(ns=namespaces, key=keys, resume=st.booleans())
-    def insert(self, ns, key, resume):
+    priorities = st.integers(0, 2)
+
+    @rule(ns=namespaces, key=keys, resume=st.booleans(), priority=priorities)
+    def insert(self, ns, key, resume, priority):
         aligned = len(key) - len(key) % self.page_size
         slots = [next(self.slots) for _ in key]
         expected = self._ref_match(ns, key)
         start = None
         if resume:  # resume the walk at a matched node, as the engine does for a request's own prefix
-            matched, start = self.cache.match_prefix(key, ns)
-            self._touch(ns, key, len(matched))
-        assert self.cache.insert(key, slots, ns, start=start) == expected
+            m = self.cache.match(key, ns, priority=priority)
+            start = m.node
+            self._touch(ns, key, len(m.device_slots), priority, hit=True)
+        assert self.cache.insert(key, slots, ns, start=start, priority=priority) == expected
         for j in self._pages(aligned):
             if j > expected:
-                self.ref[(ns, tuple(key[:j]))] = tuple(slots[j - self.page_size : j])
-        self._touch(ns, key, aligned)
+                p = (ns, tuple(key[:j]))
+                self.ref[p] = tuple(slots[j - self.page_size : j])
+                self.ref_hits[p], self.ref_priority[p] = 0, 0
+        now = self._touch(ns, key, aligned, priority)
+        for j in self._pages(aligned):
+            if j > expected:
+                self.ref_created[(ns, tuple(key[:j]))] = now
 
-    @rule(ns=namespaces, key=keys, lock=st.booleans())
-    def match(self, ns, key, lock):
-        slots, node = self.cache.match_prefix(key, ns)
+    @rule(ns=namespaces, key=keys, lock=st.booleans(), priority=priorities)
+    def match(self, ns, key, lock, priority):
+        m = self.cache.match(key, ns, priority=priority)
+        slots, node = m.device_slots, m.node
         n = self._ref_match(ns, key)
         assert slots == [s for j in self._pages(n) for s in self.ref[(ns, tuple(key[:j]))]]
-        self._touch(ns, key, n)
+        self._touch(ns, key, n, priority, hit=True)
         if lock and n:
             self.cache.inc_lock_ref(node)
             self.locked.append((node, ns, tuple(key[:n])))
@@ -155,10 +199,11 @@ class RadixMachine(RuleBasedStateMachine):
         for j in self._pages(len(prefix)):
             self.lock_count[(ns, prefix[:j])] -= 1
 
-    @rule(num_tokens=st.integers(1, 20))
+    @rule(num_tokens=st.integers(1, 6))
     def evict(self, num_tokens):
         before = dict(self.ref)
         evictable = sum(1 for p in before if self.lock_count[p] == 0)
+        leaves_before = set(self._evictable_leaves(before))
         n_freed_before = len(self.freed)
         freed = self.cache.evict(num_tokens)
         after = dict(self._real_contents())
@@ -168,14 +213,14 @@ class RadixMachine(RuleBasedStateMachine):
         assert freed == ps * len(removed) >= min(num_tokens, ps * evictable)
         assert all(self.lock_count[p] == 0 for p in removed), "evicted a locked prefix"
         assert sorted(self.freed[n_freed_before:]) == sorted(s for p in removed for s in before[p])
-        leaves = [
-            p
-            for p in after
-            if self.lock_count[p] == 0
-            and not any(q[0] == p[0] and len(q[1]) > len(p[1]) and q[1][: len(p[1])] == p[1] for q in after)
-        ]
+        # Every leaf left was in the heap while each removed page was taken: none has a smaller key.
+        # Under a monotone policy that also holds for leaves the eviction itself exposed.
+        leaves = self._evictable_leaves(after)
+        if self.policy not in MONOTONE:
+            leaves = [p for p in leaves if p in leaves_before]
         if removed and leaves:
-            assert max(self.ref_time[p] for p in removed) <= min(self.ref_time[p] for p in leaves), "not LRU"
+            worst = max(self._key(p) for p in removed)
+            assert worst <= min(self._key(p) for p in leaves), f"not {self.policy}"
         self.ref = after
 
     def _real_contents(self):
@@ -199,3 +244,11 @@ class RadixMachine(RuleBasedStateMachine):
 
 TestRadixMachine = RadixMachine.TestCase
 TestRadixMachine.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+
+# The same machine under every other policy, fewer examples each (the books do not depend on it).
+for _policy in EVICTION_POLICIES:
+    if _policy != RadixMachine.policy:
+        _case = type(f"{_policy.capitalize()}Machine", (RadixMachine,), {"policy": _policy}).TestCase
+        _case.settings = settings(max_examples=30, stateful_step_count=40, deadline=None)
+        globals()[f"TestRadixMachine{_policy.capitalize()}"] = _case
+del _case  # unittest collects every TestCase bound in the module
