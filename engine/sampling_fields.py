@@ -26,12 +26,14 @@ Whether token ids are inside the vocabulary is checked where the vocabulary is k
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import fields
 from typing import Any
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 SEED_MIN, SEED_MAX = INT64_MIN, 2**64 - 1
 SEED_MODULUS = 2**64
+FLOAT_MAX = sys.float_info.max
 
 FIELD_KINDS: dict[str, str] = {
     "max_new_tokens": "int",
@@ -68,7 +70,9 @@ def is_int64(value: Any) -> bool:
 
 
 def is_finite_number(value: Any) -> bool:
-    return (is_int(value) or isinstance(value, float)) and math.isfinite(value)
+    if is_int(value):
+        return abs(value) <= FLOAT_MAX  # a larger int is infinite as the float every kernel reads
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def is_utf8(text: str) -> bool:
@@ -87,38 +91,50 @@ def torch_seed(seed: int) -> int:
     return seed % SEED_MODULUS
 
 
+def _shown(value: Any) -> str:
+    """The value for an error message: short, and safe for ints too long to print."""
+    if is_int(value) and abs(value) >= 10**30:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except ValueError:  # holds an int past Python's 4300-digit printing limit
+        return f"a {type(value).__name__} holding an integer too long to print"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _check_one(name: str, kind: str, value: Any) -> None:
     if kind == "int":
         if not is_int64(value):
-            raise ValueError(f"{name} must be an integer in [{INT64_MIN}, {INT64_MAX}], got {value!r}")
+            raise ValueError(f"{name} must be an integer in [{INT64_MIN}, {INT64_MAX}], got {_shown(value)}")
     elif kind == "float":
         if not is_finite_number(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
+            raise ValueError(f"{name} must be a finite number, got {_shown(value)}")
     elif kind == "bool":
         if not isinstance(value, bool):
-            raise ValueError(f"{name} must be true or false, got {value!r}")
+            raise ValueError(f"{name} must be true or false, got {_shown(value)}")
     elif kind == "seed":
         if value is not None and not (is_int(value) and SEED_MIN <= value <= SEED_MAX):
             raise ValueError(
-                f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}] (what torch's generator takes), got {value!r}"
+                f"seed must be an integer in [{SEED_MIN}, {SEED_MAX}] (what torch's generator takes), "
+                f"got {_shown(value)}"
             )
     elif kind == "text":
         if value is not None and not (isinstance(value, str) and is_utf8(value)):
-            raise ValueError(f"{name} must be valid Unicode text (no lone surrogates), got {value!r:.80}")
+            raise ValueError(f"{name} must be valid Unicode text (no lone surrogates), got {_shown(value)}")
     elif kind == "stop":
         items = [value] if isinstance(value, str) else value
         if value is not None and not (
             isinstance(items, list) and all(isinstance(s, str) and is_utf8(s) for s in items)
         ):
-            raise ValueError(f"stop must be a string or a list of strings of valid Unicode, got {value!r:.80}")
+            raise ValueError(f"stop must be a string or a list of strings of valid Unicode, got {_shown(value)}")
     elif kind == "token_ids":
         if value is not None and not (isinstance(value, list) and all(is_int64(t) for t in value)):
-            raise ValueError(f"{name} must be a list of integer token ids, got {value!r:.80}")
+            raise ValueError(f"{name} must be a list of integer token ids, got {_shown(value)}")
     elif kind == "bias":
         if value is not None and not (
             isinstance(value, dict) and all(is_int64(k) and is_finite_number(v) for k, v in value.items())
         ):
-            raise ValueError(f"{name} must map integer token ids to finite numbers, got {value!r:.80}")
+            raise ValueError(f"{name} must map integer token ids to finite numbers, got {_shown(value)}")
     else:
         raise AssertionError(f"unknown field kind {kind!r} for {name}")
 

@@ -160,7 +160,7 @@ def test_a_listener_that_raises_ends_its_request_and_frees_its_pages(engine) -> 
 
 
 # ---- property: no field value stops the loop ---------------------------------------------------
-EXTREME_INTS = [0, 1, -1, 2, 20, 21, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30]
+EXTREME_INTS = [0, 1, -1, 2, 20, 21, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30, 10**400]
 EXTREME_FLOATS = [0.0, -0.0, 5e-324, 1e-300, 1e-5, 0.5, 1.0, 2.0, 100.0, 1e308, -1e308, -1.0]
 EXTREME_FLOATS += [math.inf, -math.inf, math.nan]
 TEXTS = ["", "a", "\ud800", "x\udfff", "é", "a" * 3000, "\x00", "[", "(", "{}", '{"type": "object"}', 'root ::= "a"']
