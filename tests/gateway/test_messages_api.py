@@ -49,7 +49,8 @@ def test_system_blocks_with_cache_control_account_creation_then_reads(client: Te
     # the breakpoint ends inside the system turn: most of the prompt, not all of it
     assert 0.5 * counted < first.usage.cache_creation_input_tokens < counted
     assert first.usage.cache_creation.ephemeral_5m_input_tokens == first.usage.cache_creation_input_tokens
-    assert first.usage.cache_read_input_tokens == 0 and first.usage.input_tokens > 0
+    # only the template's opening tokens (`<|im_start|>system\n`) may be cached from other prompts
+    assert first.usage.cache_read_input_tokens < 5 and first.usage.input_tokens > 0
     again = sdk.messages.create(model="tiny", max_tokens=4, system=system, messages=messages, extra_body=TEMPERATURE_0)
     assert again.usage.cache_read_input_tokens >= first.usage.cache_creation_input_tokens
     assert again.usage.cache_creation_input_tokens == 0 and _prompt_tokens(again.usage) == counted
