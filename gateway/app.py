@@ -16,6 +16,7 @@ from radixgate import __version__
 from .api.errors import install_error_handlers
 from .api.middleware import AuthMiddleware, BodyLimitMiddleware
 from .api.routes_admin import router as admin_router
+from .api.routes_embeddings import router as embeddings_router
 from .api.routes_native import router as native_router
 from .api.routes_openai import router as openai_router
 from .api.routes_tokenizer import router as tokenizer_router
@@ -108,6 +109,7 @@ def create_app(
     app.include_router(responses_router)
     app.include_router(native_router)
     app.include_router(tokenizer_router)
+    app.include_router(embeddings_router)
     app.include_router(dashboard_router)
     app.include_router(admin_router)
     # Starlette runs the last-added middleware first: auth, then the size limit, then routing.

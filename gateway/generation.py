@@ -163,7 +163,7 @@ def _observe(
         token_gaps=gaps,
     )
     state.prompt_stats.record(job.tenant, job.tags, out.prompt_tokens, out.cached_tokens, job.static_tokens, ttft)
-    state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft)
+    state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft, tenant=job.tenant)
     state.history.sample(state.worker.stats())
     state.limiter.charge_tokens(job.tenant, completion_tokens)
     finish_request_span(

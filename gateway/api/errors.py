@@ -124,6 +124,7 @@ COUNTED_ENDPOINTS = {
     "/generate": "generate",
     "/v1/messages": "messages",
     "/v1/responses": "responses",
+    "/v1/embeddings": "embeddings",
 }
 _OUTCOME_BY_STATUS = {400: "invalid", 404: "not_found", 413: "too_large", 429: "rate_limited", 503: "unavailable"}
 

@@ -28,7 +28,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # and the worker-key challenge (it answers an HMAC of the caller's nonce, never the key).
 PUBLIC_PATHS = frozenset({"/health", "/dashboard", "/worker_proof"})
 # With keys configured, only an admin key (or the worker channel) reaches these.
-ADMIN_PATHS = ("/workers", "/dashboard/data")
+ADMIN_PATHS = ("/workers",)  # /dashboard/data scopes itself: a tenant key sees its own tenant
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # The content types a browser sends cross-site without a CORS preflight.

@@ -24,6 +24,7 @@ from typing import Any
 from radixgate.engine.protocol import GenerateRequest, StreamDelta
 
 from ..api.errors import APIError
+from .embeddings import embed_on
 from .kv_index import KVEventIndex, reachable
 from .member import Member
 from .remote import HTTPWorker, WorkerUnavailable, failed_on, is_down, make_remote_worker, parse_worker_url
@@ -319,6 +320,11 @@ class WorkerPool:
             type="server_error",
             headers={"Retry-After": "1"},
         )
+
+    can_embed = True  # routes them to members that embed; a 400 naming the pool's kinds when none does
+
+    async def embed(self, input_ids: list[list[int]], cache_salt: str | None) -> list[list[float]]:
+        return await embed_on(self, input_ids, cache_salt)
 
     def abort(self, rid: str) -> None:
         member = self._owner.get(rid)

@@ -228,6 +228,19 @@ class RadixgateWorker(HTTPWorker):
             await response.aclose()
         raise RuntimeError(f"worker {self.base_url} ended the stream without a result")
 
+    can_embed = True  # embeddings.py
+
+    async def embed(self, input_ids: list[list[int]], cache_salt: str | None) -> list[list[float]]:
+        """The worker's own `/v1/embeddings` with token ids, on the worker channel (same tenant)."""
+        model = self.last_stats.get("served_model_name", "")  # from the health check's /server_info
+        body = {"model": model, "input": input_ids, "encoding_format": "float"}
+        response = await self._open("/v1/embeddings", body, cache_salt)
+        try:
+            data = json.loads(await response.aread())["data"]
+        finally:
+            await response.aclose()
+        return [row["embedding"] for row in sorted(data, key=lambda row: row["index"])]
+
     def flush_cache(self, cache_salt: str | None = None) -> bool:
         return self._sync_post("/flush_cache", self._headers(cache_salt)).status_code == 200
 

@@ -6,12 +6,14 @@ Each kind declares the `SamplingParams` fields it cannot honour (`unsupported_fi
 routes a request only to members that honour every field it sets (`asked_fields`). `LocalWorker`
 wraps the in-process `radixgate.engine.Engine` (loaded only when one is built);
 `pool.WorkerPool` routes over many workers (local or HTTP) behind the same interface,
-so no route knows which kind it talks to. A worker may also have `async start()` / `async
+so no route knows which kind it talks to. Embeddings are a capability a worker declares
+(`can_embed`, `embed`: workers/embeddings.py). A worker may also have `async start()` / `async
 stop()`, which the app's lifespan awaits (the pool's health checks run between them).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -127,6 +129,13 @@ class LocalWorker:
 
     def stats(self) -> dict[str, Any]:
         return dict(self.engine.stats())
+    can_embed = True  # embeddings.py
+
+    async def embed(self, input_ids: list[list[int]], cache_salt: str | None = None) -> list[list[float]]:
+        self.engine.start()  # the prefill runs in the engine's loop, never beside it (Engine.embed)
+        vectors = await asyncio.to_thread(self.engine.embed, input_ids)
+        return vectors.tolist()
+
 
     def engine_stats(self) -> EngineStats:
         return EngineStats.from_dict(self.engine.stats())

@@ -142,9 +142,13 @@ def test_pool_routes_tenants_apart_and_flushes_one_tenant(routed: TestClient, lo
 
 
 def test_admin_paths_need_an_admin_key(routed: TestClient) -> None:
-    for path in ("/workers", "/dashboard/data", "/metrics"):
+    for path in ("/workers", "/metrics"):
         assert routed.get(path, headers=_auth("key-a")).status_code == 403, path
         assert routed.get(path, headers=_auth(ADMIN)).status_code == 200, path
+    assert routed.get("/dashboard/data", headers=_auth("key-a")).json()["scope"] == {
+        "role": "tenant",
+        "tenant": "router-a",
+    }
     metrics = routed.get("/metrics", headers=_auth(ADMIN)).text
     assert 'radixgate:worker_requests_total{model_name="tiny",url="local:w0",worker="w0"}' in metrics
     assert routed.get("/server_info", headers=_auth(ADMIN)).json()["router_policy"] == "cache_aware"

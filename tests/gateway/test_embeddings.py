@@ -1,0 +1,185 @@
+"""`/v1/embeddings` through openai, LangChain and LlamaIndex, equal to transformers' last hidden
+state pooled the same way (last token, after the final norm, L2-normalised); tenants, metrics, the
+400s that name their field, and the capability on pools of workers."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import time
+
+import httpx
+import openai
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from hf_reference import hf_embeddings
+
+from radixgate.gateway.app import app_state, create_app
+from radixgate.gateway.config import GatewayConfig
+from radixgate.gateway.workers.pool import WorkerPool
+
+TOLERANCE = 1e-5
+TEXTS = ["The radix tree keeps shared prefixes once.", "embeddings: the last token's state", "x"]
+KEYS = {"key-a": "tenant-a", "key-b": "tenant-b"}
+ADMIN = "admin-key"
+
+
+@pytest.fixture(scope="module")
+def reference(worker) -> torch.Tensor:
+    """transformers' vectors for TEXTS, tokenized as the route does (the tokenizer's special tokens)."""
+    from radixgate.engine.models.tiny import ensure_tiny_checkpoint
+
+    ids = [worker.tokenize(t, add_special_tokens=True) for t in TEXTS]
+    return hf_embeddings(ensure_tiny_checkpoint(), ids)
+
+
+def _max_diff(vectors, reference: torch.Tensor) -> float:
+    return (torch.tensor(vectors, dtype=torch.float32) - reference).abs().max().item()
+
+
+def test_openai_client_float_and_base64_match_transformers(client: TestClient, reference: torch.Tensor) -> None:
+    oai = openai.OpenAI(base_url="http://testserver/v1", api_key="none", http_client=client)
+    default = oai.embeddings.create(model="tiny", input=TEXTS)  # the client asks for base64 and decodes it
+    assert [d.index for d in default.data] == [0, 1, 2]
+    assert _max_diff([d.embedding for d in default.data], reference) < TOLERANCE
+    floats = oai.embeddings.create(model="tiny", input=TEXTS, encoding_format="float")
+    assert [d.embedding for d in floats.data] == [d.embedding for d in default.data]
+    assert (
+        default.usage.prompt_tokens
+        == default.usage.total_tokens
+        == sum(len(client.post("/tokenize", json={"prompt": t}).json()["tokens"]) for t in TEXTS)
+    )
+    one = {"model": "tiny", "input": TEXTS[0]}
+    packed = base64.b64decode(
+        client.post("/v1/embeddings", json={**one, "encoding_format": "base64"}).json()["data"][0]["embedding"]
+    )
+    plain = client.post("/v1/embeddings", json=one).json()["data"][0]["embedding"]  # float is the default
+    assert list(struct.unpack(f"<{len(packed) // 4}f", packed)) == plain  # little-endian float32, bit for bit
+
+
+def test_langchain_and_llamaindex_match_transformers(client: TestClient, reference: torch.Tensor) -> None:
+    from langchain_openai import OpenAIEmbeddings
+    from llama_index.embeddings.openai_like import OpenAILikeEmbedding
+
+    lc = OpenAIEmbeddings(
+        model="tiny",
+        base_url="http://testserver/v1",
+        api_key="none",
+        http_client=client,
+        check_embedding_ctx_length=False,
+    )
+    assert _max_diff(lc.embed_documents(TEXTS), reference) < TOLERANCE
+    assert _max_diff([lc.embed_query(TEXTS[1])], reference[1:2]) < TOLERANCE
+    li = OpenAILikeEmbedding(model_name="tiny", api_base="http://testserver/v1", http_client=client, max_retries=0)
+    assert _max_diff(li.get_text_embedding_batch(TEXTS), reference) < TOLERANCE
+    assert _max_diff([li.get_query_embedding(TEXTS[2])], reference[2:3]) < TOLERANCE
+
+
+def test_token_id_inputs_batched_and_alone(client: TestClient, worker, reference: torch.Tensor) -> None:
+    ids = [worker.tokenize(t, add_special_tokens=True) for t in TEXTS]
+    batched = client.post("/v1/embeddings", json={"model": "tiny", "input": ids}).json()
+    assert _max_diff([d["embedding"] for d in batched["data"]], reference) < TOLERANCE
+    alone = client.post("/v1/embeddings", json={"model": "tiny", "input": ids[0]}).json()
+    assert _max_diff([alone["data"][0]["embedding"]], reference[:1]) < TOLERANCE
+    assert alone["usage"]["prompt_tokens"] == len(ids[0])
+    native = client.post("/v1/embeddings", json={"model": "tiny", "input": ids[0], "dimensions": len(reference[0])})
+    assert native.status_code == 200  # the model's own size is accepted
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "fragment"),
+    [
+        ({"input": ""}, "input", "empty string"),
+        ({"input": []}, "input", "empty"),
+        ({"input": [[1, 2], []]}, "input", "empty token list"),
+        ({"input": ["text", [1, 2]]}, "input", "mixes strings and token ids"),
+        ({"input": ["text", 5]}, "input", "mixes strings and token ids"),
+        ({"input": [1] * 8193}, "input", "context is 8192 tokens"),
+        ({"input": "x", "encoding_format": "int8"}, "encoding_format", "float"),
+        ({"input": "x", "dimensions": 64}, "dimensions", "not a Matryoshka model"),
+        ({"input": "x", "truncate_prompt_tokens": 8}, "truncate_prompt_tokens", "not supported"),
+        ({"input": "x", "normalize": False}, "normalize", "always L2-normalised"),
+        ({"input": [[1, 10**9]]}, "input", "outside the vocabulary"),
+        ({"input": ["x"] * 2049}, "input", "at most 2048"),
+    ],
+)
+def test_bad_requests_are_400s_naming_the_field(client: TestClient, body, param, fragment) -> None:
+    r = client.post("/v1/embeddings", json={"model": "tiny", **body})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == param and fragment in error["message"], error
+
+
+def test_unknown_model_is_404(client: TestClient) -> None:
+    r = client.post("/v1/embeddings", json={"model": "nope", "input": "x"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found"
+
+
+def test_tenants_are_counted_apart_and_limited(make_client) -> None:
+    keyed = make_client(api_keys=KEYS, admin_api_keys=[ADMIN], rate_limit_tpm=40)
+    auth = {k: {"Authorization": f"Bearer {k}"} for k in (*KEYS, ADMIN)}
+    assert keyed.post("/v1/embeddings", json={"model": "tiny", "input": "x"}).status_code == 401
+    r = keyed.post("/v1/embeddings", headers=auth["key-a"], json={"model": "tiny", "input": ["tenant a", "again"]})
+    assert r.status_code == 200
+    tokens_a = r.json()["usage"]["prompt_tokens"]
+    a_view = keyed.get("/dashboard/data", headers=auth["key-a"]).json()
+    b_view = keyed.get("/dashboard/data", headers=auth["key-b"]).json()
+    assert sum(p["requests"] for p in a_view["points"]) == 1
+    assert sum(p["embedding_tokens_per_s"] for p in a_view["points"]) == tokens_a
+    assert sum(p["requests"] + p["embedding_tokens_per_s"] for p in b_view["points"]) == 0  # nothing of a's
+    metrics = keyed.get("/metrics", headers=auth[ADMIN]).text
+    assert 'radixgate:requests_total{endpoint="embeddings",model_name="tiny",outcome="ok"} 1.0' in metrics
+    # the same token-per-minute limit as generation (admitted while the bucket is positive, billed in
+    # full): a's budget runs out, b's is its own
+    spend = {"model": "tiny", "input": [[7] * 39]}
+    assert keyed.post("/v1/embeddings", headers=auth["key-a"], json=spend).status_code == 200
+    over = keyed.post("/v1/embeddings", headers=auth["key-a"], json=spend)
+    assert over.status_code == 429 and over.json()["error"]["code"] == "rate_limit_tokens"
+    assert (
+        keyed.post("/v1/embeddings", headers=auth["key-b"], json={"model": "tiny", "input": [[7] * 39]}).status_code
+        == 200
+    )
+    assert app_state(keyed.app).num_queued == 0
+
+
+class Refused(httpx.AsyncBaseTransport):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+
+def _front(worker, transports: dict[str, httpx.AsyncBaseTransport]) -> TestClient:
+    """A routing gateway whose members are reached through the given transports."""
+    pool = WorkerPool(worker.tokenizer, "tiny", health_check_interval_s=0.2)
+    for url, transport in transports.items():
+        member = pool.add_remote(url)
+        member.backend._client = httpx.AsyncClient(transport=transport, base_url=member.backend.base_url)
+    return TestClient(create_app(GatewayConfig(), worker=pool))
+
+
+def test_pool_routes_embeddings_only_to_members_that_embed(worker) -> None:
+    """A radixgate member gets them at its own /v1/embeddings (an OpenAI-compatible member beside it
+    never does); a pool with no member that embeds is a 400, one whose embedders are down a 503."""
+    back = create_app(GatewayConfig(), worker=worker)
+    ids = [worker.tokenize(t, add_special_tokens=True) for t in TEXTS]
+    body = {"model": "tiny", "input": ids}
+    with TestClient(back) as direct:
+        expected = direct.post("/v1/embeddings", json=body).json()["data"]
+    mixed = {"http://worker.internal": httpx.ASGITransport(app=back), "openai+http://vllm.internal": Refused()}
+    with _front(worker, mixed) as front:
+        pool = app_state(front.app).worker
+        deadline = time.monotonic() + 30
+        while not any(m.is_healthy for m in pool.members.values()):
+            assert time.monotonic() < deadline, "the radixgate member never became healthy"
+            time.sleep(0.05)
+        r = front.post("/v1/embeddings", json=body)
+        assert r.status_code == 200, r.text
+        assert r.json()["data"] == expected
+        kinds = {m.kind: m.num_requests for m in pool.members.values()}
+        assert kinds == {"radixgate": 1, "openai": 0}
+    with _front(worker, {"openai+http://vllm.internal": httpx.ASGITransport(app=back)}) as front:
+        r = front.post("/v1/embeddings", json=body)
+        assert r.status_code == 400 and "not served by any worker of this pool" in r.json()["error"]["message"]
+    with _front(worker, {"http://down.internal": Refused()}) as front:
+        r = front.post("/v1/embeddings", json=body)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unavailable"  # as generation answers
