@@ -34,7 +34,12 @@ MIN_TOP_P = 1e-6
 def asked_fields(sampling: SamplingParams) -> frozenset[str]:
     """The `SamplingParams` fields a request sets to other than their defaults: what a worker must
     honour to serve it."""
-    return frozenset(f.name for f in fields(sampling) if getattr(sampling, f.name) != f.default)
+    asked = set()
+    for f in fields(sampling):
+        value = getattr(sampling, f.name)
+        if value != f.default and not (f.default is None and isinstance(value, (list, dict)) and not value):
+            asked.add(f.name)  # an empty list or mapping asks for no more than None does
+    return frozenset(asked)
 
 
 def normalized(sampling: SamplingParams) -> SamplingParams:
@@ -124,11 +129,6 @@ class LocalWorker:
             rid=request.rid,
         )
 
-    def abort(self, rid: str) -> None:
-        self.engine.abort(rid)
-
-    def stats(self) -> dict[str, Any]:
-        return dict(self.engine.stats())
     can_embed = True  # embeddings.py
 
     async def embed(self, input_ids: list[list[int]], cache_salt: str | None = None) -> list[list[float]]:
@@ -136,6 +136,11 @@ class LocalWorker:
         vectors = await asyncio.to_thread(self.engine.embed, input_ids)
         return vectors.tolist()
 
+    def abort(self, rid: str) -> None:
+        self.engine.abort(rid)
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self.engine.stats())
 
     def engine_stats(self) -> EngineStats:
         return EngineStats.from_dict(self.engine.stats())

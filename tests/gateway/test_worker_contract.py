@@ -93,6 +93,7 @@ def test_a_field_no_member_honours_is_a_400_naming_it(worker: LocalWorker) -> No
     with pytest.raises(ValueError, match="frequency_penalty.*not honoured by any worker"):
         pool.validate(_request(frequency_penalty=1.0))
     pool.validate(_request(temperature=0.0))  # what the foreign worker is sent passes
+    pool.validate(_request(logit_bias={}))  # an empty mapping asks for nothing
 
 
 def test_a_request_goes_only_to_members_that_honour_all_of_it(worker: LocalWorker) -> None:
