@@ -3,7 +3,8 @@
 1. A shared-prefix workload shaped like SGLang's `generated-shared-prefix`: throughput and mean TTFT
    with the radix cache, with `disable_radix_cache`, and with Hugging Face `generate` one request at
    a time (on a subset; throughput is a rate, so the subset measures it).
-2. The radix tree alone: match + insert per second.
+2. The radix tree alone: match + insert per second, and under each eviction policy (evicting, CPU
+   time) as a ratio of lru's.
 3. TTFT of a long prompt, cold and fully cached.
 """
 
@@ -17,7 +18,10 @@ from dataclasses import dataclass
 
 from radixgate.engine.config import EngineConfig, SamplingParams
 from radixgate.engine.engine import Engine
+from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
 from radixgate.engine.kvcache.radix_cache import RadixCache
+
+from .trace import tree_speed
 
 _TOKEN_RANGE = (1000, 90000)  # ordinary BPE tokens of the tiny model's vocabulary
 
@@ -200,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_hf(path, prompts[: args.hf_requests], args.output_len))
     with console.status("radix tree alone"):
         tree_ops = bench_radix_tree(args.tree_requests, 1000, 200)
+        policy_ops = tree_speed(EVICTION_POLICIES, args.tree_requests)
     with console.status("long-prompt TTFT"):
         cold, warm = bench_long_prompt_ttft(
             EngineConfig(
@@ -231,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows
         ],
         "radix_tree_match_insert_per_s": tree_ops,
+        "radix_tree_evicting_cpu_match_insert_per_s": policy_ops,
         "long_prompt": {
             "tokens": args.long_prompt_len,
             "cold_ttft_s": cold,
@@ -270,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         f"radix tree match+insert/s ({args.tree_requests} requests, 1000 shared + 200 unique tokens)",
         f"{tree_ops:,.0f}",
     )
+    for policy, (ops, ratio) in policy_ops.items():
+        other.add_row(f"radix tree match+insert/s, {policy}, evicting (CPU time; / lru)", f"{ops:,.0f} ({ratio:.2f})")
     other.add_row(f"TTFT cold, {args.long_prompt_len}-token prompt (s)", f"{cold:.3f}")
     other.add_row("TTFT fully cached, same prompt (s)", f"{warm:.4f}")
     other.add_row("cached / cold", f"{warm / cold:.2%}")

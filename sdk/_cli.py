@@ -22,6 +22,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "field-table"): ("radixgate.bench.field_table", "write docs/gateway.md's request-field table"),
     ("bench", "agent-session"): ("radixgate.bench.agent_session", "a multi-turn agent on /v1/responses: cache reuse"),
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
+    ("bench", "trace"): ("radixgate.bench.trace", "replay a Mooncake trace: hit rate per eviction policy vs Belady"),
     ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
     ("bench", "gpu-engine"): ("radixgate.bench.gpu_engine", "the engine on an 8B-shaped checkpoint, 16-bit vs FP8 KV"),
     ("bench", "cuda-graph"): ("radixgate.bench.cuda_graph", "decode as CUDA graphs vs eager: equality, tokens/s"),

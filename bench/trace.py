@@ -1,0 +1,229 @@
+"""`radixgate bench trace --trace FILE --simulate`: a Mooncake-format trace replayed through the
+engine's own `RadixCache`, one run per eviction policy and pool size, beside what an infinite
+cache and Belady's optimum would hit (`cache_bounds.py`, which shares no code with the engine).
+
+Each of the trace's 512-token blocks becomes a fixed pseudo-random block of `--block-tokens`
+tokens (16: the trace's blocks scaled down 32 times; hit rates are per block, so the scale changes
+only the speed). The tree's page is one block. Requests run one after another in arrival order
+(the timestamps only order them): each matches its prefix and locks it, evicts under its policy
+until its other blocks fit, inserts its input, and unlocks, as the engine's cache manager does.
+Output tokens are not inserted: the trace's ids describe input blocks only. The hit rate is input
+blocks served from the cache / input blocks.
+
+`--part second` counts only the requests of the trace's second time half (all are replayed, so
+the cache is warm); `first` is the tuning half. Pools are fractions of the trace's distinct blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+
+from radixgate.bench.cache_bounds import (
+    MOONCAKE_BLOCK_TOKENS,
+    TraceRequest,
+    belady_hits,
+    distinct_blocks,
+    infinite_hits,
+    load_trace,
+    split_by_time,
+)
+from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
+from radixgate.engine.kvcache.radix_cache import RadixCache
+
+_HASH = 2654435761  # Knuth's multiplicative hash: odd, so a bijection modulo 2**31
+
+
+def block_tokens(block_id: int, size: int) -> tuple[int, ...]:
+    """The fixed pseudo-random tokens standing for one trace block (distinct blocks never share a token)."""
+    return tuple(((block_id * size + i) * _HASH) % 2**31 for i in range(size))
+
+
+def replay(
+    requests: Sequence[TraceRequest], counted: Sequence[bool], policy: str, pool_blocks: int, size: int = 16
+) -> tuple[int, int]:
+    """(blocks hit, blocks counted) through a RadixCache of `pool_blocks` blocks under `policy`."""
+    free = [pool_blocks * size]
+
+    def free_slots(slots: Sequence[int]) -> None:
+        free[0] += len(slots)
+
+    cache = RadixCache(size, free_slots, policy)
+    tokens: dict[int, tuple[int, ...]] = {}
+    next_slot = 0
+    hits = total = 0
+    for request, count in zip(requests, counted, strict=True):
+        key: list[int] = []
+        for h in request.hash_ids:
+            block = tokens.get(h)
+            if block is None:
+                block = tokens[h] = block_tokens(h, size)
+            key += block
+        slots, node = cache.match_prefix(key)
+        if count:
+            hits, total = hits + len(slots) // size, total + len(request.hash_ids)
+        cache.inc_lock_ref(node)
+        need = len(key) - len(slots)
+        if need > free[0]:
+            cache.evict(need - free[0])
+        fits = len(slots) + min(need, free[0])  # a request larger than the pool caches what fits
+        free[0] -= fits - len(slots)
+        cache.insert(key[:fits], (*slots, *range(next_slot, next_slot + fits - len(slots))), start=node)
+        next_slot += fits - len(slots)
+        cache.dec_lock_ref(node)
+    assert free[0] + cache.evictable_size == pool_blocks * size and cache.protected_size == 0, "pool leaked"
+    return hits, total
+
+
+def tree_speed(policies: Sequence[str], num_requests: int = 2000, repeats: int = 9) -> dict[str, tuple[float, float]]:
+    """match + insert per second under each policy, on `bench offline`'s tree workload (1000 shared +
+    200 unique tokens per request, page 1) with a pool of a quarter of its tokens, so every insert
+    also evicts. policy -> (best of `repeats` in this thread's CPU time, the median over the repeats
+    of its rate / lru's in the same repeat): the policies interleaved and paired, so that other work
+    on a shared machine slows them alike. `policies` must include lru."""
+    import random
+
+    rng = random.Random(1)
+    prefix = [rng.randrange(1, 32000) for _ in range(1000)]
+    keys = [tuple(prefix + [rng.randrange(1, 32000) for _ in range(200)]) for _ in range(num_requests)]
+    pool = num_requests * 1200 // 4
+    rates: dict[str, list[float]] = {p: [] for p in policies}
+    for _ in range(repeats):
+        for policy in policies:
+            cache = RadixCache(1, lambda slots: None, policy)
+            next_slot = 0
+            start = time.thread_time()
+            for key in keys:
+                slots, node = cache.match_prefix(key)
+                new = range(next_slot, next_slot + len(key) - len(slots))
+                next_slot += len(new)
+                cache.insert(key, (*slots, *new), start=node)
+                if cache.evictable_size > pool:
+                    cache.evict(cache.evictable_size - pool)
+            rates[policy].append(num_requests / (time.thread_time() - start))
+    paired = {p: sorted(r / lru for r, lru in zip(rates[p], rates["lru"], strict=True)) for p in policies}
+    return {p: (max(rates[p]), paired[p][repeats // 2]) for p in policies}
+
+
+def simulate(
+    requests: Sequence[TraceRequest], part: str, fractions: Sequence[float], policies: Sequence[str], size: int
+) -> dict:
+    first, second = split_by_time(requests)
+    counted = {"all": [True] * len(requests), "first": first, "second": second}[part]
+    distinct = distinct_blocks(requests)
+    rows = []
+    for fraction in fractions:
+        pool = max(1, int(distinct * fraction))
+        row: dict = {"pool_fraction": fraction, "pool_blocks": pool, "hit_rate": {}}
+        for policy in policies:
+            hits, total = replay(requests, counted, policy, pool, size)
+            row["hit_rate"][policy] = hits / max(total, 1)
+        hits, total = belady_hits(requests, counted, pool)
+        row["belady"] = hits / max(total, 1)
+        rows.append(row)
+    hits, total = infinite_hits(requests, counted)
+    return {
+        "requests": len(requests),
+        "counted_requests": sum(counted),
+        "counted_blocks": total,
+        "distinct_blocks": distinct,
+        "block_tokens": size,
+        "scale": MOONCAKE_BLOCK_TOKENS // size,
+        "part": part,
+        "infinite": hits / max(total, 1),
+        "rows": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="radixgate bench trace", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--trace", action="append", default=[], help="a Mooncake-format JSON-lines trace (repeatable)")
+    p.add_argument("--simulate", action="store_true", help="replay through RadixCache alone (the only mode so far)")
+    p.add_argument("--part", choices=["all", "first", "second"], default="all", help="which time half counts")
+    p.add_argument("--pool-fractions", default="0.1,0.25,0.5", help="pools, as fractions of the distinct blocks")
+    p.add_argument("--policies", default=",".join(EVICTION_POLICIES), help="comma list (default: every policy)")
+    p.add_argument("--block-tokens", type=int, default=16, help="tokens standing for one 512-token trace block")
+    p.add_argument("--limit", type=int, default=None, help="replay only the first N requests of each trace")
+    p.add_argument("--tree-speed", action="store_true", help="also time match+insert per policy against lru")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
+    args = p.parse_args(argv)
+    policies = [s for s in args.policies.split(",") if s]
+    bad = [s for s in policies if s not in EVICTION_POLICIES]
+    if bad:
+        p.error(f"--policies: {bad[0]!r} is not one of {', '.join(EVICTION_POLICIES)}")
+    if not args.trace and not args.tree_speed:
+        p.error("give --trace FILE (and --simulate), or --tree-speed")
+    if args.trace and not args.simulate:
+        p.error("only --simulate replays exist so far: add --simulate")
+    if not 1 <= args.block_tokens <= MOONCAKE_BLOCK_TOKENS:
+        p.error(f"--block-tokens must be in 1..{MOONCAKE_BLOCK_TOKENS}")
+    try:
+        fractions = [float(f) for f in args.pool_fractions.split(",")]
+    except ValueError:
+        p.error(f"--pool-fractions: {args.pool_fractions!r} is not a comma list of numbers")
+    if not all(0 < f <= 1 for f in fractions):
+        p.error("--pool-fractions must lie in (0, 1]")
+    result: dict = {"traces": {}}
+    for path in args.trace:
+        try:
+            requests = load_trace(path, args.limit)
+        except (OSError, ValueError) as e:
+            p.error(f"--trace: {e}")
+        result["traces"][path] = simulate(requests, args.part, fractions, policies, args.block_tokens)
+    if args.tree_speed:
+        speed = tree_speed(sorted(set(policies) | {"lru"}, key=EVICTION_POLICIES.index))
+        result["tree_match_insert_per_s"] = speed
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_tables(result, policies)
+    return 0
+
+
+def _print_tables(result: dict, policies: Sequence[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:
+        console.width = 150  # piped: keep every column readable
+    for path, t in result["traces"].items():
+        table = Table(
+            title=f"{path}: {t['requests']} requests, {t['distinct_blocks']} distinct blocks; hit rate over the "
+            f"{t['part']} part ({t['counted_requests']} requests, {t['counted_blocks']} blocks); one block = "
+            f"{t['block_tokens']} tokens (the trace's 512 scaled down {t['scale']}x)"
+        )
+        for col in ("pool", *policies, "belady*", "infinite"):
+            table.add_column(col, justify="right")
+        for row in t["rows"]:
+            rates = [row["hit_rate"][p] for p in policies]
+            best = max(rates)
+            cells = [f"[bold]{r:.3f}[/bold]" if r == best else f"{r:.3f}" for r in rates]
+            pool = f"{row['pool_fraction']:.0%} ({row['pool_blocks']})"
+            table.add_row(pool, *cells, f"{row['belady']:.3f}", f"{t['infinite']:.3f}")
+        console.print(table)
+    if result["traces"]:
+        console.print(
+            "* Belady is block-level: it keeps blocks without their prefixes, so it bounds every tree policy from "
+            "above. `priority` equals lru here: the trace carries no request priorities."
+        )
+    speed = result.get("tree_match_insert_per_s")
+    if speed:
+        table = Table(
+            title="radix tree match+insert/s per policy, CPU time (2000 requests, 1000 shared + 200 unique "
+            "tokens, a pool of a quarter of them: every insert evicts)"
+        )
+        table.add_column("policy")
+        table.add_column("match+insert/s", justify="right")
+        table.add_column("/ lru (median of paired runs)", justify="right")
+        for policy, (ops, ratio) in speed.items():
+            table.add_row(policy, f"{ops:,.0f}", f"{ratio:.2f}")
+        console.print(table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
