@@ -74,9 +74,8 @@ class AnthropicErrorShape:
             if message.get("more_body", False):
                 return
             body = rewrite(start["status"], b"".join(chunks))
-            headers = [(k, v) for k, v in start.get("headers") or [] if k != b"content-length"]
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({**start, "headers": headers})
+            kept = [(k, v) for k, v in start.get("headers") or [] if k != b"content-length"]
+            await send({**start, "headers": [*kept, (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
 
         await self.app(scope, receive, shaped_send)

@@ -133,8 +133,8 @@ def tool_plan(
     state: AppState, body: MessagesRequest | CountTokensRequest, tools: list[dict[str, Any]] | None
 ) -> ToolPlan:
     choice = body.tool_choice or {"type": "auto"}
-    kind = choice.get("type")
-    named = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
+    kind = str(choice.get("type"))
+    named: Any = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
     if kind == "tool":
         named = {"type": "function", "function": {"name": choice.get("name")}}
     if named is None:

@@ -64,8 +64,8 @@ def input_messages(items: str | list[dict[str, Any]] | None) -> list[dict[str, A
         elif kind == "function_call":
             if not isinstance(item.get("name"), str) or not isinstance(item.get("arguments"), str):
                 raise APIError(400, f"'{where}' needs 'call_id', 'name' and 'arguments' (a string)", param=where)
-            call = {"id": str(item.get("call_id", "")), "type": "function"}
-            call["function"] = {"name": item["name"], "arguments": item["arguments"]}
+            function = {"name": item["name"], "arguments": item["arguments"]}
+            call = {"id": str(item.get("call_id", "")), "type": "function", "function": function}
             if not out or out[-1]["role"] != "assistant":
                 out.append({"role": "assistant", "content": ""})
             out[-1].setdefault("tool_calls", []).append(call)

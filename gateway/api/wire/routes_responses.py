@@ -271,7 +271,9 @@ class ResponseWriter:
 def _block_events(item: BlockEvent, item_id: str) -> list[tuple[str, dict[str, Any]]]:
     block = item.block
     if item.kind == "start":
-        added = [("response.output_item.added", {"item": _item(block, item_id, done=False)})]
+        added: list[tuple[str, dict[str, Any]]] = [
+            ("response.output_item.added", {"item": _item(block, item_id, done=False)})
+        ]
         if block.kind == "text":
             added.append(("response.content_part.added", {"item_id": item_id, "content_index": 0, "part": _part("")}))
         return added
