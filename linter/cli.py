@@ -9,6 +9,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import ast
 import gc
 import os
 import sys
@@ -170,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
             if filename not in result.sources:  # E999: nothing to fix
                 violations.extend(found)
                 continue
-            source, tree = result.sources[filename]
-            violations.extend(fixes.attach(source, found, tree))
+            source = result.sources[filename]
+            violations.extend(fixes.attach(source, found, ast.parse(source, filename)))
     if fixed:
         print(f"Fixed {fixed} error{'s' if fixed != 1 else ''}.", file=sys.stderr)
     if args.stats:
