@@ -1,6 +1,7 @@
 """Frameworks over `/v1/responses` and `/v1/messages`, in-process over the shared engine: LangChain's
 `ChatOpenAI(use_responses_api=True)` (invoke and stream), `langchain-anthropic`'s `ChatAnthropic`
-(invoke, stream, a forced tool), and one `openai-agents` turn with a forced function tool."""
+(invoke, stream, a forced tool), one `openai-agents` turn with a forced function tool, and LiteLLM's
+`anthropic/` provider (completion, stream, a forced tool)."""
 
 from __future__ import annotations
 
@@ -98,3 +99,31 @@ def test_openai_agents_turn_with_a_forced_tool(client: TestClient, monkeypatch: 
     assert len(calls) == 1 and result.final_output == f"Sunny in {calls[0]}"  # type: ignore[attr-defined]
     call = next(item for item in result.new_items if item.type == "tool_call_item")  # type: ignore[attr-defined]
     assert json.loads(call.raw_item.arguments) == {"city": calls[0]}
+
+
+def test_litellm_anthropic_provider(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of the cost map
+    import litellm
+    from litellm.llms.custom_httpx.http_handler import HTTPHandler
+
+    def complete(**kwargs: object) -> object:
+        return litellm.completion(
+            model="anthropic/tiny", api_base=str(client.base_url), api_key="unused", temperature=0,
+            client=HTTPHandler(client=client), **kwargs,
+        )  # fmt: skip
+
+    user = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "[litellm] Name a river."}]
+    answer = complete(messages=user, max_tokens=4)
+    assert answer.choices[0].finish_reason == "length" and answer.usage.completion_tokens == 4  # type: ignore[attr-defined]
+    streamed = complete(messages=user, max_tokens=4, stream=True)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in streamed)  # type: ignore[attr-defined]
+    assert text == answer.choices[0].message.content  # type: ignore[attr-defined]
+    tool = {"type": "function", "function": {"name": "get_weather", "description": "", "parameters": WEATHER_SCHEMA}}
+    called = complete(
+        messages=user[1:],
+        tools=[tool],
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        max_tokens=40,
+    )
+    (call,) = called.choices[0].message.tool_calls  # type: ignore[attr-defined]
+    assert call.function.name == "get_weather" and set(json.loads(call.function.arguments)) == {"city"}
