@@ -314,10 +314,10 @@ class Engine:
 
     def engine_stats(self) -> EngineStats:
         """The engine's counters, typed; `stats()` is their dict."""
-        cm, sched = self.cache_manager, self.scheduler
-        cap = cm.capacity
+        cm, sched, cap = self.cache_manager, self.scheduler, self.cache_manager.capacity
         held = cap - cm.available_tokens - cm.evictable_tokens  # by running requests (SGLang's token_usage)
         queries, hits = sched.prefix_cache_queries, sched.prefix_cache_hits
+        dtype = self.config.kv_cache_dtype if self.config.kv_cache_dtype != "auto" else str(self.pool.dtype)
         events = self.kv_events.info(cap) if self.kv_events is not None else {"kv_events": None}
         tiers = self.hicache.stats(cap - cm.available_tokens) if self.hicache is not None else {}
         return EngineStats(
@@ -325,8 +325,8 @@ class Engine:
             cache_hit_rate=hits / queries if queries else 0.0,
             token_usage=held / cap,
             max_total_num_tokens=cap,
-            tp_size=self.config.tp_size,  # capacity is per rank
-            kv_heads_per_rank=self.pool.num_kv_heads,
+            tp_size=self.config.tp_size,
+            kv_heads_per_rank=self.pool.num_kv_heads,  # capacity is per rank
             num_running_reqs=sched.num_running,
             num_waiting_reqs=len(sched.waiting),
             prefix_cache_queries=queries,
@@ -343,9 +343,7 @@ class Engine:
             evictable_tokens=cm.evictable_tokens,
             protected_tokens=cm.protected_tokens,
             page_size=self.config.page_size,
-            kv_cache_dtype=self.config.kv_cache_dtype
-            if self.config.kv_cache_dtype != "auto"
-            else str(self.pool.dtype).removeprefix("torch."),
+            kv_cache_dtype=dtype.removeprefix("torch."),
             context_len=self.context_len,
             disable_radix_cache=self.config.disable_radix_cache,
             prefix_cache_hits_by_tier=dict(sched.hit_tokens_by_tier),
