@@ -12,8 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
-
 from .api.middleware import LOOPBACK_HOSTS
 from .config import GatewayConfig
 from .tenancy.auth import Authenticator, read_keys_file
@@ -104,15 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="prefill long prompts in chunks of this many tokens (default 2048)",
     )
-    e.add_argument(
-        "--disable-radix-cache", action="store_true", default=None, help="recompute every prompt (no prefix cache)"
-    )
-    e.add_argument(
-        "--radix-eviction-policy",
-        default=None,
-        choices=EVICTION_POLICIES,
-        help="which unlocked cached prefix leaves first when the pool is full (default lru)",
-    )
+    e.add_argument("--disable-radix-cache", action="store_true", default=None, help="recompute every prompt")
+    e.add_argument("--radix-eviction-policy", help="lru (default), lfu, slru, priority, fifo, mru or filo")
     e.add_argument("--attention-backend", default=None, help="auto, torch or triton (default auto)")
     e.add_argument(
         "--max-running-requests", type=int, default=None, help="requests decoded together at most (default 128)"
