@@ -65,7 +65,7 @@ def run_session(sdk: Any, *, turns: int, model: str = "tiny", tag: str = "agent"
             tools=[WEATHER_TOOL],
             tool_choice={"type": "function", "name": "get_weather"},
             previous_response_id=previous.id if previous is not None else None,
-            max_output_tokens=40,
+            max_output_tokens=100,
             temperature=0,
         )
         usage = response.usage

@@ -62,7 +62,7 @@ def test_forced_tool_call_then_tool_result_round_trip(client: TestClient) -> Non
     messages: list[dict[str, Any]] = [{"role": "user", "content": "What is the weather in Oslo today?"}]
     call = sdk.messages.create(
         model="tiny",
-        max_tokens=40,
+        max_tokens=100,
         tools=[WEATHER],
         tool_choice={"type": "tool", "name": "get_weather"},
         messages=messages,
@@ -84,7 +84,12 @@ def test_forced_tool_call_then_tool_result_round_trip(client: TestClient) -> Non
     before = sdk.messages.count_tokens(model="tiny", tools=[WEATHER], messages=messages[:1]).input_tokens
     assert _prompt_tokens(answer.usage) > before + len("Sunny, 21 C") // 4
     forced_any = sdk.messages.create(
-        model="tiny", max_tokens=60, tools=[WEATHER], tool_choice={"type": "any"}, messages=messages[:1]
+        model="tiny",
+        max_tokens=100,
+        tools=[WEATHER],
+        tool_choice={"type": "any"},
+        messages=messages[:1],
+        extra_body=TEMPERATURE_0,
     )
     assert forced_any.stop_reason == "tool_use" and forced_any.content[-1].type == "tool_use"
 
@@ -103,7 +108,7 @@ def test_stream_helper_assembles_text_and_tool_use(client: TestClient) -> None:
     tool_messages = [{"role": "user", "content": "Weather in Lima, streamed."}]
     with sdk.messages.stream(
         model="tiny",
-        max_tokens=40,
+        max_tokens=100,
         tools=[WEATHER],
         tool_choice={"type": "tool", "name": "get_weather"},
         messages=tool_messages,
@@ -201,15 +206,20 @@ def test_stop_sequences_name_the_one_that_matched(client: TestClient) -> None:
 
 def test_x_api_key_and_prompt_tags_in_headers(make_client) -> None:
     client = make_client(api_keys={"key-a": "tenant-a"})
-    headers = {"x-radixgate-prompt-template": "messages-tagged", "x-radixgate-prompt-source": "app.py:7"}
+    headers = {
+        "x-radixgate-prompt-template": "messages-tagged",
+        "x-radixgate-prompt-source": "app.py:7",
+        "x-radixgate-static-prefix-chars": "4",  # without it, no static prefix is counted
+    }
     sdk = anthropic.Anthropic(
         base_url=str(client.base_url), api_key="key-a", http_client=client, max_retries=0, default_headers=headers
     )
     sdk.messages.create(model="tiny", max_tokens=1, messages=[{"role": "user", "content": "tag me"}])
     stats = client.get("/v1/prompt_stats", headers={"x-api-key": "key-a"}).json()["templates"]
-    assert {"template": "messages-tagged", "source": "app.py:7"}.items() <= next(
-        t for t in stats if t["template"] == "messages-tagged"
-    ).items()
+    row = next(t for t in stats if t["template"] == "messages-tagged")
+    assert (
+        row["source"] == "app.py:7" and row["requests"] == 1 and 0 < row["static_prefix_tokens"] < row["prompt_tokens"]
+    )
     with pytest.raises(anthropic.AuthenticationError) as refused:
         _sdk(client, api_key="wrong").messages.create(model="tiny", max_tokens=1, messages=[])
     assert refused.value.body["error"]["type"] == "authentication_error"
@@ -238,7 +248,7 @@ def test_output_config_format_is_a_grammar(client: TestClient) -> None:
     sdk = _sdk(client)
     message = sdk.messages.create(
         model="tiny",
-        max_tokens=40,
+        max_tokens=100,
         messages=[{"role": "user", "content": "Answer in JSON."}],
         output_config={"format": {"type": "json_schema", "schema": schema}},
     )

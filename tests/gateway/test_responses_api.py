@@ -75,7 +75,7 @@ def test_forced_function_tool(client: TestClient) -> None:
         input="What is the weather in Quito?",
         tools=[WEATHER],
         tool_choice={"type": "function", "name": "get_weather"},
-        max_output_tokens=40,
+        max_output_tokens=100,
         temperature=0,
     )
     (item,) = call.output
@@ -87,7 +87,7 @@ def test_forced_function_tool(client: TestClient) -> None:
         tools=[WEATHER],
         tool_choice="required",
         parallel_tool_calls=False,
-        max_output_tokens=60,
+        max_output_tokens=100,
         temperature=0,
     )
     assert [o.type for o in required.output] == ["function_call"]
@@ -108,11 +108,11 @@ def test_forced_function_tool(client: TestClient) -> None:
 def test_parse_and_stream_with_a_json_schema(client: TestClient) -> None:
     sdk = _sdk(client)
     parsed = sdk.responses.parse(
-        model="tiny", input="A city as JSON.", text_format=City, max_output_tokens=60, temperature=0
+        model="tiny", input="A city as JSON.", text_format=City, max_output_tokens=100, temperature=0
     )
     assert isinstance(parsed.output_parsed, City) and parsed.status == "completed"
     with sdk.responses.stream(
-        model="tiny", input="A city as JSON.", text_format=City, max_output_tokens=60, temperature=0
+        model="tiny", input="A city as JSON.", text_format=City, max_output_tokens=100, temperature=0
     ) as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
         final = stream.get_final_response()
@@ -120,7 +120,7 @@ def test_parse_and_stream_with_a_json_schema(client: TestClient) -> None:
     assert final.output_parsed == parsed.output_parsed
     forced: dict[str, Any] = {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "get_weather"}}
     with sdk.responses.stream(
-        model="tiny", input="Weather in Bern?", max_output_tokens=40, temperature=0, **forced
+        model="tiny", input="Weather in Bern?", max_output_tokens=100, temperature=0, **forced
     ) as stream:
         pieces = [e.delta for e in stream if e.type == "response.function_call_arguments.delta"]
         called = stream.get_final_response()

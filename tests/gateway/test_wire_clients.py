@@ -42,7 +42,7 @@ def test_langchain_chat_openai_on_the_responses_api(client: TestClient) -> None:
     assert streamed == answer.text  # greedy: the same words, one delta at a time
     assert sum((c.usage_metadata or {}).get("output_tokens", 0) for c in chunks) == 5
     tool = {"type": "function", "function": {"name": "get_weather", "description": "", "parameters": WEATHER_SCHEMA}}
-    forced = llm.model_copy(update={"max_tokens": 40}).bind_tools([tool], tool_choice="get_weather")
+    forced = llm.model_copy(update={"max_tokens": 100}).bind_tools([tool], tool_choice="get_weather")
     called = forced.invoke("[lc-responses] Weather in Rome?")
     assert called.tool_calls and called.tool_calls[0]["name"] == "get_weather"
     assert set(called.tool_calls[0]["args"]) == {"city"}
@@ -62,7 +62,7 @@ def test_langchain_chat_anthropic(client: TestClient) -> None:
     streamed = "".join(c.text for c in llm.stream("[lc-anthropic] Name three rivers."))
     assert streamed == answer.text
     tool = {"name": "get_weather", "description": "The weather.", "input_schema": WEATHER_SCHEMA}
-    called = llm.bind_tools([tool], tool_choice="get_weather").invoke("[lc-anthropic] Weather in Oslo?", max_tokens=40)
+    called = llm.bind_tools([tool], tool_choice="get_weather").invoke("[lc-anthropic] Weather in Oslo?", max_tokens=100)
     assert called.tool_calls and called.tool_calls[0]["name"] == "get_weather"
     assert set(called.tool_calls[0]["args"]) == {"city"}
 
@@ -89,7 +89,7 @@ def test_openai_agents_turn_with_a_forced_tool(client: TestClient, monkeypatch: 
                 instructions="Call get_weather for the city the user names.",
                 tools=[get_weather],
                 model=OpenAIResponsesModel(model="tiny", openai_client=sdk),
-                model_settings=ModelSettings(tool_choice="get_weather", max_tokens=40, temperature=0),
+                model_settings=ModelSettings(tool_choice="get_weather", max_tokens=100, temperature=0),
                 tool_use_behavior="stop_on_first_tool",
             )
             return await asyncio.wait_for(Runner.run(agent, "[agents] Weather in Lima?", max_turns=2), timeout=120)
@@ -123,7 +123,7 @@ def test_litellm_anthropic_provider(client: TestClient, monkeypatch: pytest.Monk
         messages=user[1:],
         tools=[tool],
         tool_choice={"type": "function", "function": {"name": "get_weather"}},
-        max_tokens=40,
+        max_tokens=100,
     )
     (call,) = called.choices[0].message.tool_calls  # type: ignore[attr-defined]
     assert call.function.name == "get_weather" and set(json.loads(call.function.arguments)) == {"city"}

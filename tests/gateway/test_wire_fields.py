@@ -4,6 +4,7 @@ neutral values are accepted; each honoured field names the test that shows it at
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,3 +89,12 @@ def test_unknown_fields(client: TestClient) -> None:
     assert refused.status_code == 400 and "no_such_field" in _error("/v1/messages", refused)
     ignored = client.post("/v1/responses", json={**BASE["/v1/responses"], "no_such_field": 1})
     assert ignored.status_code == 200  # ignored with a warning, as on chat
+
+
+def test_the_named_tests_exist() -> None:
+    here = Path(__file__).parent
+    for route, named in HONOURED_IN.items():
+        for field, where in named.items():
+            path, _, name = where.partition("::")
+            source = (here / path).read_text()
+            assert not name or f"def {name}(" in source, f"{route} {field}: {where} does not exist"

@@ -20,7 +20,7 @@ from radixgate.engine.protocol import GenerateOutput, GenerateRequest, SamplingP
 from ...features.structured_output import OutputConstraint, constrain, precompile
 from ...features.tool_calls import ToolPlan, render_messages
 from ...generation import Job, collect, stream_job
-from ...observe.prompt_stats import RequestTags
+from ...observe.prompt_stats import RequestTags, estimate_static_tokens
 from ...state import AppState
 from ...workers.worker import MIN_TOP_P, SAMPLING_EPS
 from .. import bounds
@@ -73,14 +73,17 @@ async def prepare_job(
     constraint: OutputConstraint | None,
     route_hint: str | None = None,
     prompt_text: str | None = None,
+    content_chars: int = 0,
     stop_param: str = "stop",
 ) -> Job:
-    """The one job of a request, validated and admitted, its grammar compiled (a 400 if it cannot)."""
+    """The one job of a request, validated and admitted, its grammar compiled (a 400 if it cannot).
+    `content_chars`: the messages' text, which the SDK's `static_prefix_chars` is a part of."""
     tenant = request.state.tenant
     generate = GenerateRequest(
         rid, input_ids, sampling.params(), cache_salt=state.cache_salt(tenant), route_hint=route_hint
     )
-    job = Job(endpoint, "chat", tenant, tags, generate, 0, prompt_text)
+    static = estimate_static_tokens(tags.static_prefix_chars, content_chars, len(input_ids))
+    job = Job(endpoint, "chat", tenant, tags, generate, static, prompt_text)
     bounds.check_stop(job.request, stop_param)
     (job,) = constrain([job], constraint)
     if constraint is not None:

@@ -100,7 +100,10 @@ async def _prompt(state: AppState, body: MessagesRequest | CountTokensRequest, r
     messages = template_messages(pieces)
     text, input_ids = await render_prompt(state, messages, tools, "messages")
     marks = await bounds.off_loop(breakpoint_tokens, state, pieces, tools, text, points) if points else []
-    return SimpleNamespace(plan=plan, fmt=fmt, points=points, marks=marks, text=text, input_ids=input_ids)
+    content_chars = sum(len(m["content"]) for m in messages)
+    return SimpleNamespace(
+        plan=plan, fmt=fmt, points=points, marks=marks, text=text, input_ids=input_ids, content_chars=content_chars
+    )
 
 
 @router.post("/v1/messages/count_tokens", response_model=TokenCount, responses=ANTHROPIC_ERRORS)
@@ -127,6 +130,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Any:
         tags=tags_of(request),
         constraint=constraint,
         prompt_text=prompt.text,
+        content_chars=prompt.content_chars,
         stop_param="stop_sequences",
     )
     writer = MessageWriter(state, job.request.rid, prompt, body)

@@ -110,6 +110,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
         constraint=constraint_of(SimpleNamespace(response_format=fmt), plan.grammar()),
         route_hint=body.prompt_cache_key or (body.metadata or {}).get(STATIC_PREFIX_HASH),
         prompt_text=text,
+        content_chars=sum(len(m.get("content") or "") for m in history) + len(body.instructions or ""),
     )
     writer = ResponseWriter(state, store, tenant, body, response_id, history, tools, plan, wants_diagnostics)
     if body.stream:
