@@ -143,6 +143,15 @@ def test_bad_requests_are_anthropic_errors(client: TestClient) -> None:
         ({"messages": user, "metadata": {"prompt_template": "x"}}, "metadata.prompt_template"),
         ({"messages": user, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0.type"),
         ({"messages": user, "extra_body": {"max_tokens": 0}}, "max_tokens"),
+        (
+            {
+                "messages": user,
+                "tools": [WEATHER],
+                "tool_choice": {"type": "any"},
+                "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}},
+            },
+            "output_config.format",
+        ),
     ]
     for kwargs, named in cases:
         with pytest.raises(anthropic.BadRequestError) as caught:

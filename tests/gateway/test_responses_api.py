@@ -204,6 +204,10 @@ def test_bad_input_is_a_400_naming_it(client: TestClient) -> None:
         ({"input": "x", "background": True}, "background"),
         ({"input": "x", "reasoning": {"effort": "high"}}, "reasoning"),
         ({"input": "x", "text": {"format": {"type": "xml"}}}, "text.format"),
+        (
+            {"input": "x", "tools": [WEATHER], "tool_choice": "required", "text": {"format": {"type": "json_object"}}},
+            "text.format",
+        ),
         ({"input": "x", "previous_response_id": "resp_unknown"}, "previous_response_id"),
         ({}, "input"),
     ]

@@ -98,3 +98,19 @@ def test_the_named_tests_exist() -> None:
             path, _, name = where.partition("::")
             source = (here / path).read_text()
             assert not name or f"def {name}(" in source, f"{route} {field}: {where} does not exist"
+
+
+def test_both_apis_take_the_chat_path(client: TestClient, spans) -> None:
+    """Spans, request metrics and refusal counts as chat has them, under the APIs' own endpoint labels."""
+    messages = client.post("/v1/messages", json=BASE["/v1/messages"], headers={"x-radixgate-prompt-template": "w1"})
+    responses = client.post("/v1/responses", json={**BASE["/v1/responses"], "metadata": {"prompt_template": "w2"}})
+    assert messages.status_code == responses.status_code == 200
+    client.post("/v1/messages", json={**BASE["/v1/messages"], "thinking": {"type": "enabled"}})
+    client.post("/v1/responses", json={**BASE["/v1/responses"], "background": True})
+    traced = {s.attributes["radixgate.prompt_template"]: s for s in spans.get_finished_spans() if s.name == "chat tiny"}
+    for template, output in (("w1", messages.json()["usage"]["output_tokens"]), ("w2", 1)):
+        assert traced[template].attributes["gen_ai.usage.output_tokens"] == output
+    metrics = client.get("/metrics").text
+    for endpoint in ("messages", "responses"):
+        assert f'radixgate:requests_total{{endpoint="{endpoint}",model_name="tiny",outcome="ok"}} 1.0' in metrics
+        assert f'endpoint="{endpoint}",model_name="tiny",outcome="unsupported",status_code="400"' in metrics

@@ -13,11 +13,12 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from radixgate.engine.protocol import GenerateOutput, GenerateRequest, SamplingParams
 
-from ...features.structured_output import OutputConstraint, constrain, precompile
+from ...features.structured_output import OutputConstraint, constrain, constraint_of, precompile
 from ...features.tool_calls import ToolPlan, render_messages
 from ...generation import Job, collect, stream_job
 from ...observe.prompt_stats import RequestTags, estimate_static_tokens
@@ -50,6 +51,14 @@ class Sampling:
             )
         except ValueError as exc:
             raise from_engine_error(exc) from None
+
+
+def output_constraint(fmt: dict[str, Any] | None, plan: ToolPlan, param: str) -> OutputConstraint | None:
+    """The chat route's constraint for a `response_format`-shaped `fmt` or a forced call, one at most:
+    both at once is a 400 naming `param` (the API's own name for the format)."""
+    if fmt is not None and plan.grammar() is not None:
+        raise APIError(400, f"'{param}' and a forced tool call both constrain the output; send one", param=param)
+    return constraint_of(SimpleNamespace(response_format=fmt), plan.grammar())
 
 
 async def render_prompt(

@@ -26,7 +26,6 @@ from fastapi.responses import StreamingResponse
 
 from radixgate._wire import METADATA_KEYS
 
-from ...features.structured_output import constraint_of
 from ...observe.prompt_stats import RequestTags
 from ...state import AppState, state_of
 from .. import bounds
@@ -39,6 +38,7 @@ from .answer import (
     Sampling,
     StreamEnd,
     answer_blocks,
+    output_constraint,
     prepare_job,
     render_prompt,
     run_job,
@@ -119,7 +119,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Any:
     state = state_of(request)
     prompt = await _prompt(state, body, "/v1/messages")
     sampling = Sampling(body.max_tokens, body.temperature, body.top_p, body.top_k, tuple(body.stop_sequences or ()))
-    constraint = constraint_of(SimpleNamespace(response_format=prompt.fmt), prompt.plan.grammar())
+    constraint = output_constraint(prompt.fmt, prompt.plan, "output_config.format")
     job = await prepare_job(
         request,
         state,

@@ -18,14 +18,12 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from types import SimpleNamespace
 from typing import Any
 
 from fastapi import APIRouter, Request
 
 from radixgate._wire import STATIC_PREFIX_HASH
 
-from ...features.structured_output import constraint_of
 from ...features.tool_calls import ToolPlan, tool_parser_for
 from ...observe.prompt_stats import RequestTags
 from ...state import AppState, state_of
@@ -33,7 +31,17 @@ from ...tenancy.response_store import ResponseStore, StoredResponse
 from ..errors import APIError
 from ..request_fields import check_fields
 from ..sse import ERRORS, sse_response
-from .answer import Block, BlockEvent, Sampling, StreamEnd, answer_blocks, prepare_job, run_job, stream_blocks
+from .answer import (
+    Block,
+    BlockEvent,
+    Sampling,
+    StreamEnd,
+    answer_blocks,
+    output_constraint,
+    prepare_job,
+    run_job,
+    stream_blocks,
+)
 from .responses_input import chat_tool_choice, chat_tools, input_messages, prompt_ids, response_format
 from .responses_schemas import DeletedResponse, ResponseBody, ResponsesRequest, response_usage
 
@@ -107,7 +115,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
         input_ids=input_ids,
         sampling=Sampling(max_tokens, body.temperature, body.top_p),
         tags=RequestTags.from_metadata(body.metadata),
-        constraint=constraint_of(SimpleNamespace(response_format=fmt), plan.grammar()),
+        constraint=output_constraint(fmt, plan, "text.format"),
         route_hint=body.prompt_cache_key or (body.metadata or {}).get(STATIC_PREFIX_HASH),
         prompt_text=text,
         content_chars=sum(len(m.get("content") or "") for m in history) + len(body.instructions or ""),
