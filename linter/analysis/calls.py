@@ -159,7 +159,7 @@ class Evaluator(ExpressionEvaluator):
                 picked = derive(self.shape(arg0, scope), node) if arg0 is not None else unknown(node)
                 if self.module.is_random_seeded and scope.is_module:  # drawn once at import, the same everywhere
                     return picked
-                return with_flaw(picked, Flaw(UnseededShuffle.code, node, f"unseeded `{qual}`"))
+                return with_flaw(picked, Flaw(UnseededShuffle.code, node, self.module.unseeded(qual)))
             if names.matches(qual, names.PROCESS_CALLS):
                 return value(Kind.ID, Change.PER_PROCESS, node, qual + "()")
             if names.matches(qual, names.LISTDIR_CALLS):
@@ -170,7 +170,7 @@ class Evaluator(ExpressionEvaluator):
                 inner = self.shape(arg0, scope)
                 if _is_true(_kwarg(node, "sort_keys")) or qual == "orjson.dumps":
                     return without_flaws(derive(inner, node), _KEY_ORDER)
-                if _is_literal_data(arg0) or not _is_toolish(arg0):
+                if _is_literal_data(arg0) or not _is_toolish(arg0) or _is_model_schema(arg0, scope):
                     return derive(inner, node)  # only tool and schema dicts are assembled from parts
                 label = "`json.dumps` without `sort_keys=True`"
                 return with_flaw(inner, Flaw(UnsortedJsonDumps.code, node, label, always=True))
@@ -315,7 +315,7 @@ class Evaluator(ExpressionEvaluator):
             picked = derive(self.shape(node.args[0], scope), node) if node.args else unknown(node)
             if seeded:
                 return picked
-            return with_flaw(picked, Flaw(UnseededShuffle.code, node, f"unseeded `{attr}`"))
+            return with_flaw(picked, Flaw(UnseededShuffle.code, node, self.module.unseeded(attr)))
         if seeded is not None:
             return _picked_value(seeded, node)
         return None
@@ -394,3 +394,19 @@ class Evaluator(ExpressionEvaluator):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
                 return stmt
         return None
+
+
+#: Methods that build a dict from a pydantic model: its fields in class order, the same in every process.
+_MODEL_DICTS = frozenset({"model_json_schema", "schema", "model_dump", "dict", "json_schema"})
+
+
+def _is_model_schema(node: ast.expr, scope: Scope) -> bool:
+    """`Model.model_json_schema()` (or a local name bound to it): key order fixed by the class."""
+    if isinstance(node, ast.Name):
+        node = scope.exprs.get(node.id, node)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in _MODEL_DICTS
+        and not node.args
+    )

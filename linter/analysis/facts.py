@@ -125,6 +125,15 @@ def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], na
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             if module.qualname(stmt.value.func) in ("random.seed", "numpy.random.seed"):
                 module.is_random_seeded = bool(stmt.value.args)
+    if any("seed(" in line for line in lines):
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and node.args
+                and module.qualname(node.func) in ("random.seed", "numpy.random.seed")
+            ):
+                module.seed_call = ast.unparse(node)
+                break
     for name, qual in list(module.imports.items()):
         if qual.startswith("radixgate") and qual.endswith(".Prompt"):
             module.prompt_names.add(name)

@@ -277,9 +277,16 @@ DEPLOYMENT_SLOTS = frozenset(
 )
 
 
-_TOOL_HEADS = frozenset({"tool", "tools"})
+_TOOL_HEADS = frozenset({"tool", "tools", "plugin", "plugins", "specs", "endpoint", "endpoints"})
+#: Catalogues named by their last word (`formatted_actions`, `available_tools`): the agent's fixed set.
+_CATALOGUES = frozenset({"tools", "actions", "plugins"})
 _CATALOGUE_TAILS = frozenset(
     {
+        "description",
+        "desc",
+        "info",
+        "str",
+        "string",
         "list",
         "lists",
         "dic",
@@ -301,14 +308,21 @@ _SETTING_WORDS = frozenset({"language", "lang", "locale"})
 def is_setup_slot(identifier: str) -> bool:
     """A template slot whose name says nothing per request and that is set up once unless the code
     is seen filling it per request: a capitalised name (`TASK_LIST`: a constant by Python's
-    convention), a tool catalogue (`tool_list`, `Tool_dic`), the answer's language, a count setting."""
+    convention), a tool catalogue (`tool_list`, `Tool_dic`, `tool_description`, `plugin_info`, `specs_str`,
+    `formatted_actions`: the agent's configured tools, fixed per agent), the answer's language, a count setting."""
     if classify_name(identifier) is not None:
         return False
     ws = words(identifier)
     if not ws:
         return False
-    catalogue = ws[0] in _TOOL_HEADS and ws[-1] in _CATALOGUE_TAILS
+    catalogue = (ws[0] in _TOOL_HEADS and ws[-1] in _CATALOGUE_TAILS) or (len(ws) > 1 and ws[-1] in _CATALOGUES)
     return identifier.isupper() or catalogue or ws[-1] in _SETTING_WORDS or is_count_setting(identifier)
+
+
+def is_scratchpad(identifier: str) -> bool:
+    """An agent's scratchpad (`agent_scratchpad`, `intermediate_steps`): the steps of this request."""
+    ws = words(identifier)
+    return bool(ws) and (ws[-1] == "scratchpad" or ws[-2:] == ("intermediate", "steps"))
 
 
 def is_configuration(value: ast.expr) -> bool:

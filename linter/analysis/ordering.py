@@ -66,11 +66,22 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
     findings: list[Finding] = []
     reported: set[tuple[str, str]] = set()  # one finding per value and rule in a prompt
     broken = False  # a value that changes every request came first (in a low-confidence site: skip flaws)
+    after_history = False  # the conversation history came before: what follows is new on every turn anyway
     for index, (part, seg, role) in enumerate(flat):
         if (part.is_dynamic or _per_query_doc(part)) and (
             site.confidence == "high" or part.change >= Change.PER_SESSION
         ):
-            finding = _dynamic(part, seg, role, flat[index + 1 :], min_lost_tokens, site.confidence)
+            rest = flat[index + 1 :]
+            if part.kind is Kind.HISTORY:  # messages after the history are a new turn: only its own text counts
+                rest = [r for r in rest if r[1] == seg]
+            if after_history:  # a turn appended after the history: only a breakpoint there can be wasted
+                finding = (
+                    _found(DynamicBeforeCacheBreakpoint.code, part)
+                    if any(p.kind is Kind.BREAK for p, _, _ in rest)
+                    else None
+                )
+            else:
+                finding = _dynamic(part, seg, role, rest, min_lost_tokens, site.confidence)
             if finding is not None and (finding.code, part.label) not in reported:
                 reported.add((finding.code, part.label))
                 findings.append(finding)
@@ -80,6 +91,7 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
                 findings.append(Finding(flaw.code, flaw.node, {"label": flaw.label}, None))
         # In a template read on its own (low confidence) any input before a flaw already ends the prefix.
         broken = broken or (part.is_dynamic and (part.change is Change.PER_REQUEST or site.confidence != "high"))
+        after_history = after_history or part.kind is Kind.HISTORY
     return findings
 
 

@@ -53,7 +53,8 @@ class Module:
     # `.format` fillings of one template text where the receiver is known: text -> key -> shapes.
     text_fillings: dict[str, dict[str, list[Shape]]] = field(default_factory=dict)
     text_call_filled: set[tuple[str, str]] = field(default_factory=set)  # (text, key) filled per call
-    is_random_seeded: bool = False
+    is_random_seeded: bool = False  # `random.seed(x)` at the top level: draws made at import are fixed
+    seed_call: str = ""  # a `random.seed(x)` anywhere in the module, as written (for KV203's message)
     returns: dict[str, Shape] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
     prompt_names: set[str] = field(default_factory=set)  # names bound to radixgate's Prompt class
@@ -88,6 +89,12 @@ class Module:
             return None
         shapes = [shape for group in found for shape in group]
         return shapes, any((text, key) in m.text_call_filled for m in tables)
+
+    def unseeded(self, call: str) -> str:
+        """KV203's label for a draw by `call`: unseeded, or drawn anew on each call despite a global seed."""
+        if self.seed_call:
+            return f"`{call}` (each call draws anew after the global `{self.seed_call}`)"
+        return f"unseeded `{call}`"
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""

@@ -278,6 +278,8 @@ class SinkReader:
             if name == "MessagesPlaceholder":
                 var = node.args[0] if node.args else _kw(node, "variable_name")
                 label = var.value if isinstance(var, ast.Constant) else "history"
+                if names.is_scratchpad(str(label)):  # this request's own steps, at its end: not the history
+                    return [Segment(None, value(Kind.TURN, Change.PER_REQUEST, node, str(label)))]
                 return [Segment(None, value(Kind.HISTORY, Change.PER_SESSION, node, str(label)))]
             if name in ("from_template", "from_template_file"):
                 owner = chain(node.func).rsplit(".", 2)[-2] if "." in chain(node.func) else ""

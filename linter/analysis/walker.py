@@ -215,13 +215,13 @@ class Walker:
         # A global seed fixes draws made at import only: every request after that draws anew.
         seeded = self.ev.module.is_random_seeded and scope.is_module
         if qual in names.RANDOM_SHUFFLE_CALLS and call.args and not seeded:
-            self.taint(call.args[0], Flaw(UnseededShuffle.code, call, f"unseeded `{qual}`"), scope)
+            self.taint(call.args[0], Flaw(UnseededShuffle.code, call, self.ev.module.unseeded(qual)), scope)
             return
         if not isinstance(func, ast.Attribute):
             return
         rng_seeded = scope.rngs.get(func.value.id) if isinstance(func.value, ast.Name) else None
         if func.attr == "shuffle" and rng_seeded is False and call.args:
-            self.taint(call.args[0], Flaw(UnseededShuffle.code, call, "unseeded `shuffle`"), scope)
+            self.taint(call.args[0], Flaw(UnseededShuffle.code, call, self.ev.module.unseeded("shuffle")), scope)
             return
         target = func.value.id if isinstance(func.value, ast.Name) else None
         if target is None:
