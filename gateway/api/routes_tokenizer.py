@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..features.tool_calls import render_messages
 from ..state import state_of
 from . import bounds
 from .errors import APIError
@@ -78,9 +79,13 @@ async def tokenize(body: TokenizeRequest, request: Request) -> dict[str, Any]:
 def _render(worker: Any, messages: list[dict[str, Any]], tools: Any, add_generation_prompt: bool) -> str:
     tokenizer = getattr(worker, "tokenizer", None)
     if add_generation_prompt or tokenizer is None or not getattr(tokenizer, "chat_template", None):
-        return str(worker.render_chat(messages, tools))
+        return render_messages(worker, messages, tools)  # a 400 when the template cannot render them
     kwargs = {"tools": tools} if tools else {}
-    return str(tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **kwargs))
+    try:
+        return str(tokenizer.apply_chat_template(messages, add_generation_prompt=False, tokenize=False, **kwargs))
+    except Exception as exc:  # jinja2's TemplateError and whatever a template's filters raise: the client's input
+        message = f"the chat template cannot render these messages: {type(exc).__name__}: {exc}"
+        raise APIError(400, message, param="messages") from None
 
 
 @router.post("/detokenize", response_model=DetokenizeResponse, responses=ERRORS)

@@ -139,6 +139,16 @@ def test_empty_messages_are_a_400(client: TestClient) -> None:
     _still_serves(client)
 
 
+@pytest.mark.parametrize("add_generation_prompt", [True, False])
+def test_messages_the_chat_template_cannot_render_are_a_400_on_tokenize(
+    client: TestClient, add_generation_prompt: bool
+) -> None:
+    """Found by a long schemathesis run: a tool call without a function raised in the template."""
+    messages = [{"role": "system", "content": None, "tool_calls": [{}]}]
+    body = {"messages": messages, "add_generation_prompt": add_generation_prompt}
+    _refused(client.post("/tokenize", json=body), "messages")
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_failure_inside_the_engine_fails_that_request_alone(client: TestClient, worker, monkeypatch, stream) -> None:
     """Detokenization is made to fail for requests that keep special tokens: that request is a 500
