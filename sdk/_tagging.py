@@ -8,6 +8,8 @@ Every JSON request the client sends gains the `metadata` keys `prompt_template` 
 calling function's name) and `prompt_source` (`path:line` of the application line that made the
 call), unless the request already carries them, so radixgate's gateway can attribute hit rates to
 that line and promptlint can rank its findings by them. The body is otherwise sent byte for byte.
+On Anthropic's Messages API, whose `metadata` takes only `user_id`, the tags go in headers
+(`x-radixgate-prompt-template`, `x-radixgate-prompt-source`) and the body is left as it is.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import sysconfig
 import httpx
 
 from ._callsite import _display_path, _user_frame
-from ._wire import PROMPT_SOURCE, PROMPT_TEMPLATE
+from ._wire import METADATA_HEADERS, PROMPT_SOURCE, PROMPT_TEMPLATE
+
+_MESSAGES_PATHS = ("/v1/messages", "/v1/messages/count_tokens")
 
 _SKIPPED_DIRS = tuple(
     {
@@ -49,14 +53,20 @@ def _tag(request: httpx.Request) -> httpx.Request:
     frame = application_frame()
     if not isinstance(body, dict) or frame is None:
         return request
-    metadata = dict(body.get("metadata") or {})
-    if PROMPT_SOURCE in metadata:
-        return request
     name = frame.f_code.co_name
     if name == "<module>":
         name = os.path.splitext(os.path.basename(frame.f_code.co_filename))[0]
+    source = f"{_display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+    if request.url.path.endswith(_MESSAGES_PATHS):
+        if METADATA_HEADERS[PROMPT_SOURCE] not in request.headers:
+            request.headers.setdefault(METADATA_HEADERS[PROMPT_TEMPLATE], name)
+            request.headers[METADATA_HEADERS[PROMPT_SOURCE]] = source
+        return request
+    metadata = dict(body.get("metadata") or {})
+    if PROMPT_SOURCE in metadata:
+        return request
     metadata.setdefault(PROMPT_TEMPLATE, name)
-    metadata[PROMPT_SOURCE] = f"{_display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
+    metadata[PROMPT_SOURCE] = source
     body["metadata"] = metadata
     headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
     return httpx.Request(

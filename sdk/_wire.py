@@ -27,6 +27,7 @@ __all__ = [
     "STATIC_PREFIX_HASH",
     "STATIC_PREFIX_CHARS",
     "METADATA_KEYS",
+    "METADATA_HEADERS",
     "UNTAGGED",
     "RequestTags",
     "prefix_hash",
@@ -48,6 +49,9 @@ PROMPT_SOURCE = "prompt_source"  # `path:line` of the application line that sent
 STATIC_PREFIX_HASH = "static_prefix_hash"  # `prefix_hash()` of the static part
 STATIC_PREFIX_CHARS = "static_prefix_chars"  # characters in the static part, as a decimal string
 METADATA_KEYS = (PROMPT_TEMPLATE, PROMPT_SOURCE, STATIC_PREFIX_HASH, STATIC_PREFIX_CHARS)
+# Where an API's own `metadata` cannot carry them (Anthropic's takes only `user_id`), the same tags
+# travel in headers: `x-radixgate-prompt-template`, ...
+METADATA_HEADERS = {key: "x-radixgate-" + key.replace("_", "-") for key in METADATA_KEYS}
 
 UNTAGGED = "(untagged)"  # the template of requests that sent no `prompt_template`
 

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import anthropic
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -279,3 +280,24 @@ def test_sampling_fields_are_honoured(client: TestClient) -> None:
     assert len(sampled) > 1  # sampling at temperature 1 over a random model's flat distribution
     assert text(temperature=1.0, top_k=1) == greedy  # top_k=1 is greedy whatever the temperature
     assert text(temperature=1.0, top_p=1e-6) == greedy  # so is a vanishing nucleus
+
+
+def test_the_sdk_tagging_transport_puts_tags_in_headers(client: TestClient) -> None:
+    """An httpx-based caller of /v1/messages (LiteLLM's anthropic/ provider, say) with the SDK's
+    tagging transport: the tags go in headers, the body is sent as it was, the gateway reads them."""
+    from radixgate._tagging import TaggingTransport
+
+    sent: list[httpx.Request] = []
+    tagged = httpx.Client(
+        transport=TaggingTransport(httpx.MockTransport(lambda r: sent.append(r) or httpx.Response(200)))
+    )
+    body = {"model": "tiny", "max_tokens": 1, "messages": [{"role": "user", "content": "tagged by the SDK"}]}
+    tagged.post("http://gateway/v1/messages", json=body)
+    (request,) = sent
+    assert json.loads(request.content) == body  # no metadata added: Anthropic's takes only user_id
+    headers = {k: v for k, v in request.headers.items() if k.startswith("x-radixgate-") or k == "content-type"}
+    assert headers["x-radixgate-prompt-template"] == "test_the_sdk_tagging_transport_puts_tags_in_headers"
+    assert client.post("/v1/messages", content=request.content, headers=headers).status_code == 200
+    rows = client.get("/v1/prompt_stats").json()["templates"]
+    row = next(t for t in rows if t["template"] == "test_the_sdk_tagging_transport_puts_tags_in_headers")
+    assert row["source"] == headers["x-radixgate-prompt-source"] and "test_messages_api.py:" in row["source"]

@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from radixgate._wire import METADATA_KEYS
+from radixgate._wire import METADATA_HEADERS
 
 from ...observe.prompt_stats import RequestTags
 from ...state import AppState, state_of
@@ -63,15 +63,12 @@ from .messages_schemas import (
 )
 
 router = APIRouter()
-TAG_HEADER_PREFIX = "x-radixgate-"  # + a metadata key with "-" for "_": x-radixgate-prompt-template
 STOP_REASONS = {"tool_calls": "tool_use", "length": "max_tokens", "stop": "end_turn", "abort": "end_turn"}
 
 
 def tags_of(request: Request) -> RequestTags:
     headers = request.headers
-    return RequestTags.from_metadata(
-        {key: headers[name] for key in METADATA_KEYS if (name := TAG_HEADER_PREFIX + key.replace("_", "-")) in headers}
-    )
+    return RequestTags.from_metadata({key: headers[name] for key, name in METADATA_HEADERS.items() if name in headers})
 
 
 def check_body(body: MessagesRequest | CountTokensRequest, route: str) -> None:
@@ -81,7 +78,7 @@ def check_body(body: MessagesRequest | CountTokensRequest, route: str) -> None:
             raise APIError(
                 400,
                 f"'metadata.{key}': Anthropic's metadata takes only 'user_id'; send prompt tags as "
-                f"'{TAG_HEADER_PREFIX}prompt-template' headers",
+                f"'{METADATA_HEADERS['prompt_template']}' headers",
                 param=f"metadata.{key}",
             )
     for key in getattr(body, "diagnostics", None) or {}:
