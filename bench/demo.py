@@ -145,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="radixgate demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--requests", type=int, default=40, help="requests each app sends (default 40)")
+    p.add_argument("--requests", type=int, default=None, help="requests each app sends (default 40, 8 with --quick)")
+    p.add_argument("--quick", action="store_true", help="8 requests per app: the README's sample, in seconds")
+    p.add_argument("--url", default=None, help="a running keyless radixgate serve to use instead of starting one")
     p.add_argument("--examples-dir", default="examples", help="where bad_app.py and fixed_app.py are")
     p.add_argument("--model-path", default="tiny")
     p.add_argument("--keep-serving", action="store_true", help="leave the server running until Ctrl-C")
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         help="also save the dashboard, both apps' templates in its table (needs Debian's chromium)",
     )
     args = p.parse_args(argv)
+    if args.requests is None:
+        args.requests = 8 if args.quick else 40
     for name in APPS.values():
         if not os.path.isfile(os.path.join(args.examples_dir, name)):
             p.error(
@@ -166,15 +170,18 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     console = Console()
-    server = ServerProcess(["--model-path", args.model_path])
+    server = ServerProcess(["--model-path", args.model_path]) if args.url is None else None
     try:
-        with console.status("starting radixgate serve"):
-            server.start()
-        console.print(f"[bold]1.[/] radixgate serve is up at {server.base_url}")
-        model = httpx.get(server.api_url + "/models", timeout=30).json()["data"][0]["id"]
-        seconds = run_app(APPS["before"], args.examples_dir, server.api_url, args.requests, ["--tag", "--model", model])
+        if server is not None:
+            with console.status("starting radixgate serve"):
+                server.start()
+        base_url = args.url.rstrip("/") if args.url else server.base_url if server else ""
+        api_url = base_url + "/v1"
+        console.print(f"[bold]1.[/] radixgate serve is up at {base_url}")
+        model = httpx.get(api_url + "/models", timeout=30).json()["data"][0]["id"]
+        seconds = run_app(APPS["before"], args.examples_dir, api_url, args.requests, ["--tag", "--model", model])
         console.print(f"[bold]2.[/] examples/{APPS['before']}: {args.requests} requests in {seconds:.1f} s")
-        stats = httpx.get(server.base_url + "/v1/prompt_stats", timeout=30).json()
+        stats = httpx.get(base_url + "/v1/prompt_stats", timeout=30).json()
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="prompt_stats-", delete=False) as f:
             json.dump(stats, f)
         paths = [os.path.join(args.examples_dir, name) for name in APPS.values()]
@@ -183,9 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(lint.stdout.rstrip() or "(no findings)", markup=False, highlight=False)
         if lint.returncode not in (0, 1):
             console.print(f"promptlint failed: {lint.stderr.strip()}", markup=False)
-        seconds = run_app(APPS["after"], args.examples_dir, server.api_url, args.requests, ["--model", model])
+        seconds = run_app(APPS["after"], args.examples_dir, api_url, args.requests, ["--model", model])
         console.print(f"[bold]4.[/] examples/{APPS['after']}: {args.requests} requests in {seconds:.1f} s")
-        stats = httpx.get(server.base_url + "/v1/prompt_stats", timeout=30).json()
+        stats = httpx.get(base_url + "/v1/prompt_stats", timeout=30).json()
         rows = app_rows(stats, args.examples_dir)
         ideal = ideal_hit_rate(args.examples_dir, args.requests)
         for row in rows.values():  # the same content: one ideal for both
@@ -203,14 +210,14 @@ def main(argv: list[str] | None = None) -> int:
                     "radixgate.bench.screenshot",
                     args.screenshot,
                     "--url",
-                    server.base_url,
+                    base_url,
                     "--no-workload",
                 ],
                 check=True,
                 stdout=subprocess.DEVNULL,
             )
             console.print(f"dashboard screenshot: {args.screenshot}")
-        console.print(f"[bold]5.[/] dashboard: {server.base_url}/dashboard")
+        console.print(f"[bold]5.[/] dashboard: {base_url}/dashboard")
         if args.keep_serving:
             console.print("serving until Ctrl-C")
             try:
@@ -219,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             except KeyboardInterrupt:
                 pass
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
     return 0
 
 
