@@ -301,3 +301,18 @@ def test_the_sdk_tagging_transport_puts_tags_in_headers(client: TestClient) -> N
     rows = client.get("/v1/prompt_stats").json()["templates"]
     row = next(t for t in rows if t["template"] == "test_the_sdk_tagging_transport_puts_tags_in_headers")
     assert row["source"] == headers["x-radixgate-prompt-source"] and "test_messages_api.py:" in row["source"]
+
+
+def test_a_last_assistant_message_is_continued(client: TestClient) -> None:
+    sdk = _sdk(client)
+    user = {"role": "user", "content": "Give me a JSON object."}
+    prefilled = sdk.messages.create(
+        model="tiny",
+        max_tokens=3,
+        messages=[user, {"role": "assistant", "content": '{"key":'}],
+        extra_body=TEMPERATURE_0,
+    )
+    plain = sdk.messages.create(model="tiny", max_tokens=3, messages=[user], extra_body=TEMPERATURE_0)
+    num_prefill = client.post("/tokenize", json={"prompt": '{"key":'}).json()["count"]
+    # the prefill follows the generation prompt inside the answer's turn: no turn of its own
+    assert 0 < _prompt_tokens(prefilled.usage) - _prompt_tokens(plain.usage) <= num_prefill + 1

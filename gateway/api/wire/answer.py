@@ -62,11 +62,12 @@ def output_constraint(fmt: dict[str, Any] | None, plan: ToolPlan, param: str) ->
 
 
 async def render_prompt(
-    state: AppState, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, param: str
+    state: AppState, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, param: str, prefill: str = ""
 ) -> tuple[str, list[int]]:
-    """The chat template applied to `messages` and its token ids (bounded as on chat)."""
-    bounds.check_prompt_chars(bounds.chat_chars(messages, tools), state.worker.context_len, param)
-    text = await bounds.off_loop(render_messages, state.worker, messages, tools)
+    """The chat template applied to `messages` and its token ids (bounded as on chat); `prefill`
+    is the start of the answer, written after the generation prompt."""
+    bounds.check_prompt_chars(bounds.chat_chars(messages, tools) + len(prefill), state.worker.context_len, param)
+    text = await bounds.off_loop(render_messages, state.worker, messages, tools) + prefill
     return text, await bounds.tokenize(state.worker, text, param=param, add_special_tokens=False)
 
 

@@ -95,7 +95,12 @@ async def _prompt(state: AppState, body: MessagesRequest | CountTokensRequest, r
     fmt = output_format(body)
     points = breakpoints(body, pieces)
     messages = template_messages(pieces)
-    text, input_ids = await render_prompt(state, messages, tools, "messages")
+    prefill = ""
+    if messages[-1]["role"] == "assistant":  # Anthropic's prefill: the answer continues that turn
+        if messages[-1].get("tool_calls"):
+            raise APIError(400, "a last assistant message may hold text only: its tool_use needs a tool_result")
+        prefill = messages.pop()["content"].rstrip()  # Anthropic refuses trailing whitespace; we trim it
+    text, input_ids = await render_prompt(state, messages, tools, "messages", prefill)
     marks = await bounds.off_loop(breakpoint_tokens, state, pieces, tools, text, points) if points else []
     content_chars = sum(len(m["content"]) for m in messages)
     return SimpleNamespace(
