@@ -401,12 +401,15 @@ _MODEL_DICTS = frozenset({"model_json_schema", "schema", "model_dump", "dict", "
 
 
 def _is_model_schema(node: ast.expr, scope: Scope) -> bool:
-    """`Model.model_json_schema()` (or a local name bound to it): key order fixed by the class."""
+    """A dict whose key order is fixed by the code that builds it, not assembled from parts: a pydantic
+    model's schema or dump (`Model.model_json_schema()`, `.schema()`, `make_json_schema(Model)`), or a
+    comprehension over a mapping's items (its order is the mapping's). A local name bound to one counts."""
     if isinstance(node, ast.Name):
         node = scope.exprs.get(node.id, node)
-    return (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr in _MODEL_DICTS
-        and not node.args
-    )
+    if isinstance(node, ast.DictComp) and len(node.generators) == 1:
+        source = node.generators[0].iter
+        return isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and source.func.attr == "items"
+    if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
+        return False
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+    return (name in _MODEL_DICTS and not node.args) or name.endswith("json_schema")

@@ -66,15 +66,15 @@ def check_site(site: Site, min_lost_tokens: int) -> list[Finding]:
     findings: list[Finding] = []
     reported: set[tuple[str, str]] = set()  # one finding per value and rule in a prompt
     broken = False  # a value that changes every request came first (in a low-confidence site: skip flaws)
-    after_history = False  # the conversation history came before: what follows is new on every turn anyway
+    after_history = False  # the history came before: a turn after it is new on every request anyway
     for index, (part, seg, role) in enumerate(flat):
         if (part.is_dynamic or _per_query_doc(part)) and (
             site.confidence == "high" or part.change >= Change.PER_SESSION
         ):
             rest = flat[index + 1 :]
-            if part.kind is Kind.HISTORY:  # messages after the history are a new turn: only its own text counts
-                rest = [r for r in rest if r[1] == seg]
-            if after_history:  # a turn appended after the history: only a breakpoint there can be wasted
+            if part.kind is Kind.HISTORY:  # a turn after the history is new anyway; system text after it is lost
+                rest = [r for r in rest if r[1] == seg or r[2] in ("system", "tools")]
+            if after_history and role not in ("system", "tools"):  # a turn after the history: only a breakpoint
                 finding = (
                     _found(DynamicBeforeCacheBreakpoint.code, part)
                     if any(p.kind is Kind.BREAK for p, _, _ in rest)

@@ -156,10 +156,12 @@ class Walker:
             lst.flaws += loop_flaws
             scope.lists[name] = lst
             return
-        if isinstance(value, (ast.Dict, ast.Call)):
+        if isinstance(value, (ast.Dict, ast.Call, ast.DictComp)):
             scope.exprs[name] = value
             if scope.is_module:
                 self.ev.module.exprs[name] = value
+        elif isinstance(value, ast.Name) and value.id in scope.exprs:  # `reduced = schema`: the same object
+            scope.exprs[name] = scope.exprs[value.id]
         shape = old_shape if old_shape is not None else self.ev.shape(value, scope, hint=name)
         if loop_flaws and reads_itself:
             shape = gathered(shape, loop_flaws)  # `text = text + item`: gathered in loop order

@@ -90,6 +90,10 @@ def extract(text, output_format, tools):
 
 def test_a_pydantic_schema_has_a_fixed_key_order():
     assert_lints(SCHEMA.replace("SOURCE", "output_format.model_json_schema()"))
+    alias = SCHEMA.replace("json.dumps(schema)", "json.dumps(tool_schema)")
+    assert_lints(alias.replace("SOURCE", "output_format.schema()\n    tool_schema = schema"))  # the same object
+    assert_lints(alias.replace("SOURCE", "dict(tools)\n    tool_schema = schema"), "KV201")
+    assert_lints(SCHEMA.replace("SOURCE", "{k: str(v) for k, v in output_format.items()}"))  # the mapping's order
     assert_lints(SCHEMA.replace("SOURCE", "{t.name: t.parameters for t in tools}"), "KV201")
 
 
