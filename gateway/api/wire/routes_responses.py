@@ -14,6 +14,7 @@ naming it. `prompt_cache_options.comparison_response_id` answers `prompt_cache_d
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -252,7 +253,7 @@ class ResponseWriter:
         return body
 
     async def stream(self, job: Any) -> AsyncIterator[str]:
-        sequence = iter(range(1 << 62))
+        sequence = itertools.count()
 
         def emit(kind: str, **payload: Any) -> str:
             data = {"type": kind, "sequence_number": next(sequence), **payload}
