@@ -68,7 +68,11 @@ class DynamicBeforeStatic(Rule):
     times that many tokens are lost. The prompt is followed across functions, classes and modules
     of the files linted, and through the project's own wrappers around a client. A template chosen
     between variants by a conditional (`EN if lang == "en" else ZH`, same slots) is reported in
-    each variant that has the value before that much text.
+    each variant that has the value before that much text. Not reported: a value in a turn appended
+    after the conversation history (that turn is new on every request anyway), an agent's tool
+    catalogue (`{tool_description}`, `{tool_info}`, `{formatted_actions}`: fixed per agent), an
+    `agent_scratchpad` placeholder (this request's own steps); a constant given in
+    `partial_variables=` and a string constant repeated (`POLICY * 10`) count as static text.
 
     ## Why is this bad?
     Prefix caches (radixgate's radix cache, vLLM, SGLang, OpenAI and Anthropic prompt caching)
@@ -181,8 +185,10 @@ class UnsortedJsonDumps(Rule):
 
     ## Why is this bad?
     Dictionaries serialize in insertion order. Schemas assembled from several places (a tool
-    registry, pydantic, a merge of defaults) can change key order between processes or
-    versions, and one reordered key changes every token after it.
+    registry, a merge of defaults) can change key order between processes or versions, and one
+    reordered key changes every token after it. Not reported where the code fixes the order: a
+    pydantic model's schema or dump (`Model.model_json_schema()`, `.schema()`, `.model_dump()`, a
+    `*json_schema` builder, also through a local alias) or a comprehension over a mapping's items.
 
     ## Example
     ```python
@@ -236,7 +242,9 @@ class UnseededShuffle(Rule):
 
     ## Why is this bad?
     A different order or selection per request means a different prefix per request: the
-    examples, and everything after them, are recomputed every time.
+    examples, and everything after them, are recomputed every time. A global `random.seed(42)`
+    fixes the sequence of a run, not each draw: every call still draws anew, and the message names
+    the seed it saw instead of saying "unseeded".
 
     ## Example
     ```python
