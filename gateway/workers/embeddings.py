@@ -30,6 +30,16 @@ class Embedder(Protocol):
         """One vector per prompt, in order; ValueError (a 400) saying what to change for a bad one."""
 
 
+def token_groups(input_ids: list[list[int]], max_tokens: int) -> list[list[list[int]]]:
+    """Consecutive prompts in groups of at most `max_tokens` tokens (a longer prompt alone)."""
+    groups: list[list[list[int]]] = [[]]
+    for ids in input_ids:
+        if groups[-1] and sum(map(len, groups[-1])) + len(ids) > max_tokens:
+            groups.append([])
+        groups[-1].append(ids)
+    return groups
+
+
 def embedder_of(worker: Any) -> Embedder | None:
     """The worker as an `Embedder` when it declares the capability, else None."""
     return cast(Embedder, worker) if getattr(worker, "can_embed", False) is True else None

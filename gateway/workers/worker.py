@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from radixgate.engine.config import EngineConfig
 from radixgate.engine.protocol import EngineStats, GenerateRequest, SamplingParams, StreamDelta
 
+from .embeddings import token_groups
+
 if TYPE_CHECKING:
     from radixgate.engine.engine import Engine
 
@@ -133,8 +135,10 @@ class LocalWorker:
 
     async def embed(self, input_ids: list[list[int]], cache_salt: str | None = None) -> list[list[float]]:
         self.engine.start()  # the prefill runs in the engine's loop, never beside it (Engine.embed)
-        vectors = await asyncio.to_thread(self.engine.embed, input_ids)
-        return vectors.tolist()
+        vectors: list[list[float]] = []
+        for group in token_groups(input_ids, self.context_len):  # one loop call each: decodes run between
+            vectors += (await asyncio.to_thread(self.engine.embed, group)).tolist()
+        return vectors
 
     def abort(self, rid: str) -> None:
         self.engine.abort(rid)

@@ -183,3 +183,12 @@ def test_pool_routes_embeddings_only_to_members_that_embed(worker) -> None:
     with _front(worker, {"http://down.internal": Refused()}) as front:
         r = front.post("/v1/embeddings", json=body)
         assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unavailable"  # as generation answers
+
+
+def test_a_big_request_reaches_the_engine_loop_in_context_sized_groups() -> None:
+    """`LocalWorker.embed` hands the loop one group at a time, so decode steps run between them."""
+    from radixgate.gateway.workers.embeddings import token_groups
+
+    prompts = [[1] * 3, [2] * 3, [3] * 5, [4] * 9]
+    assert token_groups(prompts, 6) == [[[1] * 3, [2] * 3], [[3] * 5], [[4] * 9]]
+    assert token_groups(prompts, 100) == [prompts]
