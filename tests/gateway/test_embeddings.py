@@ -192,3 +192,32 @@ def test_a_big_request_reaches_the_engine_loop_in_context_sized_groups() -> None
     prompts = [[1] * 3, [2] * 3, [3] * 5, [4] * 9]
     assert token_groups(prompts, 6) == [[[1] * 3, [2] * 3], [[3] * 5], [[4] * 9]]
     assert token_groups(prompts, 100) == [prompts]
+
+
+def test_a_tenants_embeddings_through_a_remote_worker_stay_its_own(worker) -> None:
+    """Front (tenant keys) -> radixgate worker (the worker key): the worker runs the request for the
+    front's tenant (its salt header accepted on the worker channel only) and the front counts it for
+    that tenant alone."""
+    worker_key = "embed-worker-key"
+    back = create_app(GatewayConfig(worker_api_key=worker_key), worker=worker)
+    pool = WorkerPool(worker.tokenizer, "tiny", worker_api_key=worker_key, health_check_interval_s=0.2)
+    member = pool.add_remote("http://keyed-worker.internal")
+    member.backend._client = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=back), base_url=member.backend.base_url
+    )
+    config = GatewayConfig(api_keys=KEYS, admin_api_keys=frozenset({ADMIN}), worker_api_key=worker_key)
+    with TestClient(create_app(config, worker=pool)) as front:
+        deadline = time.monotonic() + 30
+        while not member.is_healthy:
+            assert time.monotonic() < deadline, "the worker never became healthy"
+            time.sleep(0.05)
+        a, b = ({"Authorization": f"Bearer {k}"} for k in KEYS)
+        r = front.post("/v1/embeddings", headers=a, json={"model": "tiny", "input": TEXTS[:2]})
+        assert r.status_code == 200, r.text
+        assert len(r.json()["data"]) == 2 and member.num_requests == 1
+        view_a, view_b = (front.get("/dashboard/data", headers=h).json() for h in (a, b))
+        assert sum(p["requests"] for p in view_a["points"]) == 1
+        assert sum(p["requests"] for p in view_b["points"]) == 0
+        # a client cannot hand the worker a salt itself: only the worker channel may
+        salted = {**a, "X-Radixgate-Cache-Salt": "tenant:tenant-b"}
+        assert front.post("/v1/embeddings", headers=salted, json={"model": "tiny", "input": "x"}).status_code == 403
