@@ -114,6 +114,8 @@ def lint_repos(sources: Path, repos: list[str], settings: Settings) -> tuple[lis
         result = lint_paths([str(root)], settings)
         lines += result.lines
         for v in result.violations:
+            if v.code == "E999":  # a file that does not parse: not a prompt finding
+                continue
             path = Path(v.filename).resolve().relative_to(root.resolve()).as_posix()
             findings.append({"repo": repo, "path": path, "line": v.row, "code": v.code, "message": v.message})
     return findings, lines
@@ -198,6 +200,19 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out) + "\n"
 
 
+def rule_table(halves: list[tuple[str, list[dict], list[dict], list[str]]]) -> str:
+    """Precision per rule: for each half, the findings of each code scored alone."""
+    out = [f"{'half':<20}{'rule':<7}{'findings':>9}{'TP':>5}{'FP':>5}{'unlab.':>7}{'precision':>10}"]
+    for name, findings, labels, repos in halves:
+        for code in sorted({f["code"] for f in findings}):
+            mine = [f for f in findings if f["code"] == code]
+            row, _ = score(name, repos, 0, mine, labels)
+            out.append(
+                f"{name:<20}{code:<7}{row.findings:>9}{row.tp:>5}{row.fp:>5}{row.unlabeled:>7}{row.precision:>10.2f}"
+            )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="radixgate bench lint-realworld", description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=Path, default=os.environ.get("RADIXGATE_REALWORLD_SOURCES"))
@@ -210,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch", type=int, action="append", help="only this batch (repeatable; batch 3 alone needs only its sources)"
     )
+    parser.add_argument("--rules", action="store_true", help="also print precision per rule")
     args = parser.parse_args(argv)
     if args.sources is None:
         print("error: pass --sources DIR (or set RADIXGATE_REALWORLD_SOURCES)", file=sys.stderr)
@@ -277,6 +293,15 @@ def main(argv: list[str] | None = None) -> int:
         rows += dev_rows
     elapsed = time.perf_counter() - started
     sys.stdout.write(table(rows))
+    if args.rules:
+        halves = []
+        if args.half != "dev":
+            test_repos = sorted(r for r, s in split.items() if s == "test")
+            halves.append(("test, now", found, test_labels + after_labels, test_repos))
+        if args.half != "test":
+            dev_repos = sorted(r for r, s in split.items() if s == "dev")
+            halves.append(("dev, now", dev_found, dev_labels, dev_repos))
+        sys.stdout.write(rule_table(halves))
     print(f"({lines + dev_lines:,} lines linted in {elapsed:.1f} s; precision counts labeled findings only)")
     if args.verbose:
         for name, unlabeled in (("test", test_unlabeled), ("dev", dev_unlabeled)):
