@@ -2,7 +2,7 @@
 cache (each continuation reuses the previous prompt and output token ids), the continuation's
 prompt equal token for token to the stored ids plus the new items, tenants that cannot see, delete
 or continue from each other's responses, the store's bounds (entries, bytes, oldest dropped
-first) and expiry (injected clock), and `store: false`."""
+first) and expiry (injected clock), `store: false`, and both APIs through a routing front."""
 
 from __future__ import annotations
 
