@@ -83,19 +83,6 @@ def _is_true(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
-def _is_literal_data(node: ast.expr) -> bool:
-    """A dict/list display of constants: `json.dumps` of it is stable whatever the key order."""
-    if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, ast.Dict):
-        return all(k is not None and _is_literal_data(k) for k in node.keys) and all(
-            _is_literal_data(v) for v in node.values
-        )
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return all(_is_literal_data(e) for e in node.elts)
-    return False
-
-
 def _is_text(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(node.value)
 
@@ -170,7 +157,7 @@ class Evaluator(ExpressionEvaluator):
                 inner = self.shape(arg0, scope)
                 if _is_true(_kwarg(node, "sort_keys")) or qual == "orjson.dumps":
                     return without_flaws(derive(inner, node), _KEY_ORDER)
-                if _is_literal_data(arg0) or not _is_toolish(arg0) or _is_model_schema(arg0, scope):
+                if names.is_literal_data(arg0) or not _is_toolish(arg0) or names.has_fixed_order(arg0, scope.exprs):
                     return derive(inner, node)  # only tool and schema dicts are assembled from parts
                 label = "`json.dumps` without `sort_keys=True`"
                 return with_flaw(inner, Flaw(UnsortedJsonDumps.code, node, label, always=True))
@@ -394,22 +381,3 @@ class Evaluator(ExpressionEvaluator):
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
                 return stmt
         return None
-
-
-#: Methods that build a dict from a pydantic model: its fields in class order, the same in every process.
-_MODEL_DICTS = frozenset({"model_json_schema", "schema", "model_dump", "dict", "json_schema"})
-
-
-def _is_model_schema(node: ast.expr, scope: Scope) -> bool:
-    """A dict whose key order is fixed by the code that builds it, not assembled from parts: a pydantic
-    model's schema or dump (`Model.model_json_schema()`, `.schema()`, `make_json_schema(Model)`), or a
-    comprehension over a mapping's items (its order is the mapping's). A local name bound to one counts."""
-    if isinstance(node, ast.Name):
-        node = scope.exprs.get(node.id, node)
-    if isinstance(node, ast.DictComp) and len(node.generators) == 1:
-        source = node.generators[0].iter
-        return isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and source.func.attr == "items"
-    if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
-        return False
-    name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-    return (name in _MODEL_DICTS and not node.args) or name.endswith("json_schema")

@@ -72,13 +72,9 @@ class ExpressionEvaluator(ABC):
             left, right = self.literal(node.left, scope), self.literal(node.right, scope)
             if left is not None and right is not None:
                 return left[0] + right[0], node
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):  # `"..." * 10`: static text repeated
-            repeated = _repeated(node)
-            if repeated is not None:
-                part, times = repeated
-                found = self.literal(part, scope)
-                if found is not None:
-                    return found[0] * times, node
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and (again := names.repeated(node)):
+            found = self.literal(again[0], scope)  # `"..." * 10`: static text repeated
+            return (found[0] * again[1], node) if found is not None else None
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             table = scope.exprs.get(node.value.id, self.module.exprs.get(node.value.id))
             if isinstance(table, ast.Dict):  # `PROMPTS[version]`: templates kept in a dict
@@ -326,9 +322,8 @@ class ExpressionEvaluator(ABC):
     def binop(self, node: ast.BinOp, scope: Scope) -> Shape:
         if isinstance(node.op, ast.Add):
             return self.shape(node.left, scope) + self.shape(node.right, scope)
-        if isinstance(node.op, ast.Mult) and (repeated := _repeated(node)) is not None:
-            found = self.literal(node, scope)
-            if found is not None:
+        if isinstance(node.op, ast.Mult) and (repeated := names.repeated(node)) is not None:
+            if (found := self.literal(node, scope)) is not None:
                 return text(len(found[0]), node, found[0])
             part = self.shape(repeated[0], scope)  # a repeated value: as dynamic as the value, longer
             return part * repeated[1] if all(p.kind is Kind.TEXT for p in part) else derive(part, node)
@@ -402,11 +397,3 @@ class ExpressionEvaluator(ABC):
             old = scope.lists[node.id]
             return ListValue(list(old.elements), old.flaws)
         return None
-
-
-def _repeated(node: ast.BinOp) -> tuple[ast.expr, int] | None:
-    """`"..." * 10` or `10 * "..."`: the repeated operand and how many times (small counts only)."""
-    for part, count in ((node.left, node.right), (node.right, node.left)):
-        if isinstance(count, ast.Constant) and type(count.value) is int and 0 <= count.value <= 1000:
-            return part, count.value
-    return None

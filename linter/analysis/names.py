@@ -338,3 +338,43 @@ def is_configuration(value: ast.expr) -> bool:
     if root.id in ("self", "cls"):
         return isinstance(value, ast.Attribute)
     return root.id.isupper() or (isinstance(value, ast.Attribute) and value.attr.isupper())
+
+
+def is_literal_data(node: ast.expr) -> bool:
+    """A dict/list display of constants: `json.dumps` of it is stable whatever the key order."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Dict):
+        return all(k is not None and is_literal_data(k) for k in node.keys) and all(
+            is_literal_data(v) for v in node.values
+        )
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(is_literal_data(e) for e in node.elts)
+    return False
+
+
+#: Methods that build a dict from a pydantic model: its fields in class order, the same in every process.
+_MODEL_DICTS = frozenset({"model_json_schema", "schema", "model_dump", "dict", "json_schema"})
+
+
+def has_fixed_order(node: ast.expr, exprs: dict[str, ast.expr]) -> bool:
+    """A dict whose key order is fixed by the code that builds it, not assembled from parts: a pydantic
+    model's schema or dump (`Model.model_json_schema()`, `.schema()`, `make_json_schema(Model)`), or a
+    comprehension over a mapping's items (its order is the mapping's). A local name bound to one counts."""
+    if isinstance(node, ast.Name):
+        node = exprs.get(node.id, node)
+    if isinstance(node, ast.DictComp) and len(node.generators) == 1:
+        source = node.generators[0].iter
+        return isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and source.func.attr == "items"
+    if not (isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))):
+        return False
+    name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+    return (name in _MODEL_DICTS and not node.args) or name.endswith("json_schema")
+
+
+def repeated(node: ast.BinOp) -> tuple[ast.expr, int] | None:
+    """`"..." * 10` or `10 * "..."`: the repeated operand and how many times (small counts only)."""
+    for part, count in ((node.left, node.right), (node.right, node.left)):
+        if isinstance(count, ast.Constant) and type(count.value) is int and 0 <= count.value <= 1000:
+            return part, count.value
+    return None
