@@ -18,9 +18,10 @@ from fastapi.testclient import TestClient
 
 from radixgate.gateway.api.routes_admin import worker_proof
 from radixgate.gateway.app import create_app
-from radixgate.gateway.cli import build_parser, gateway_config, install_key_reload
+from radixgate.gateway.cli import build_parser, gateway_config
 from radixgate.gateway.config import GatewayConfig
 from radixgate.gateway.tenancy.auth import Authenticator
+from radixgate.gateway.tenancy.secrets import install_key_reload
 from radixgate.gateway.workers.pool import WorkerPool
 from radixgate.gateway.workers.worker import LocalWorker
 
