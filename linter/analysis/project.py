@@ -32,6 +32,7 @@ from .walker import Walker
 
 _ROUNDS = 4
 _CALLED = re.compile(r"(\w+)\s*\(")  # a name called, in lower-cased source
+_FEW_WORDS = 400  # up to this many function names, search for each; above, list the names a file calls
 
 Key = tuple[str, str | None, str]  # (module, class or None, function)
 
@@ -223,9 +224,16 @@ class Project:
         if not by_module:
             return
         every = set().union(*by_module.values())
+        calls = tuple(sorted(w + "(" for w in every))
         for path, source, name in self.quiet:  # parsed if it may call one; its calls resolve by import only
             low = source.lower()
-            if name in self.lazy and every & set(_CALLED.findall(low)):
+            if name not in self.lazy:
+                continue
+            if len(calls) <= _FEW_WORDS:
+                may_call = any(w in low for w in calls)
+            else:  # many names: the names this file calls, found once
+                may_call = bool(every & set(_CALLED.findall(low)))
+            if may_call:
                 del self.lazy[name]
                 try:
                     parsed = parse(source, path.as_posix(), name, force=True)
@@ -237,7 +245,7 @@ class Project:
             module = entry.parsed.module
             low = entry.parsed.source.lower()
             words = set().union(*(by_module.get(m.name, set()) for m in self.connected(module)))
-            hits = tuple(sorted(w + "(" for w in words & set(_CALLED.findall(low))))
+            hits = tuple(sorted(w + "(" for w in words if w + "(" in low))
             if hits:
                 module.hot_prefix = hot_line_prefix(low, len(entry.parsed.lines), hits)
 

@@ -121,7 +121,9 @@ class Walker:
         name = target.id
         # `template = header + template` reads the old value: evaluate before forgetting it.
         found_literal = self.ev.literal(value, scope) if isinstance(value, (ast.BinOp, ast.Name, ast.IfExp)) else None
-        reads_itself = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
+        reads_itself = (bool(loop_flaws) or name in scope.values) and any(
+            isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)
+        )
         old_shape = self.ev.shape(value, scope, hint=name) if reads_itself and name in scope.values else None
         for table in (scope.lists, scope.literals, scope.exprs):
             table.pop(name, None)
