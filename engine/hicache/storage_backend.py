@@ -17,7 +17,6 @@ what it believed the store held (a restarted store comes back empty).
 from __future__ import annotations
 
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from ..config import _env
 
@@ -55,28 +54,6 @@ class StorageBackend(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def create_backend(name: str, options: dict[str, object]) -> StorageBackend:
-    """The backend called `name` (one of config.HICACHE_STORAGE_BACKENDS) with its extra-config options."""
-    if name == "redis":
-        from .redis_store import RedisStore
-
-        url = str(options["url"])
-        if urlsplit(url).password:
-            raise ValueError(
-                f"hicache_storage_backend_extra_config: the url carries a password; set {REDIS_PASSWORD_FILE_ENV} "
-                f"(a file holding it) or {REDIS_PASSWORD_ENV} instead (a command line is readable by every user)"
-            )
-        return RedisStore(
-            url=url,
-            password=redis_password(),
-            key_prefix=str(options["key_prefix"]),
-            ttl_s=float(options["ttl_s"]),  # type: ignore[arg-type]
-            timeout_s=float(options["timeout_s"]),  # type: ignore[arg-type]
-            retry_interval_s=float(options["retry_interval_s"]),  # type: ignore[arg-type]
-        )
-    raise ValueError(f"unknown HiCache storage backend {name!r}")
 
 
 def redis_password() -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from urllib.parse import urlsplit
 
 from ..cache_secret import SECRET_ENV, SECRET_FILE_ENV, load_cache_secret
 from ..config import EngineConfig
@@ -13,8 +14,9 @@ from .block_format import BlockFormat
 from .disk_store import DiskStore
 from .disk_tier import DiskTier
 from .host_pool import HostPool
+from .redis_store import RedisStore
 from .remote_tier import RemoteTier
-from .storage_backend import create_backend
+from .storage_backend import REDIS_PASSWORD_ENV, REDIS_PASSWORD_FILE_ENV, StorageBackend, redis_password
 from .tier_controller import TierController
 
 logger = logging.getLogger(__name__)
@@ -85,3 +87,23 @@ def build_tiers(
         timeout_s = float(options["timeout_s"])  # type: ignore[arg-type]
         remote_tier = RemoteTier(backend, block_format, pool, host, model_path, DISK_BLOCK_TOKENS, timeout_s, tp)
     return host, disk_tier, remote_tier
+
+
+def create_backend(name: str, options: dict[str, object]) -> StorageBackend:
+    """The backend called `name` (one of config.HICACHE_STORAGE_BACKENDS) with its extra-config options."""
+    if name == "redis":
+        url = str(options["url"])
+        if urlsplit(url).password:
+            raise ValueError(
+                f"hicache_storage_backend_extra_config: the url carries a password; set {REDIS_PASSWORD_FILE_ENV} "
+                f"(a file holding it) or {REDIS_PASSWORD_ENV} instead (a command line is readable by every user)"
+            )
+        return RedisStore(
+            url=url,
+            password=redis_password(),
+            key_prefix=str(options["key_prefix"]),
+            ttl_s=float(options["ttl_s"]),  # type: ignore[arg-type]
+            timeout_s=float(options["timeout_s"]),  # type: ignore[arg-type]
+            retry_interval_s=float(options["retry_interval_s"]),  # type: ignore[arg-type]
+        )
+    raise ValueError(f"unknown HiCache storage backend {name!r}")

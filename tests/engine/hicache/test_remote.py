@@ -255,7 +255,7 @@ def test_disk_budget_and_cache_secret_file_from_serve_flags(tmp_path, monkeypatc
 def test_the_redis_password_comes_from_a_file_never_the_url(redis_server, tmp_path, monkeypatch):
     import redis
 
-    from radixgate.engine.hicache.storage_backend import create_backend
+    from radixgate.engine.hicache.tiers import create_backend
 
     options = {"url": redis_server.url, "key_prefix": "pw:", "ttl_s": 0.0, "timeout_s": 1.0, "retry_interval_s": 0.0}
     with pytest.raises(ValueError, match="RADIXGATE_REDIS_PASSWORD_FILE"):
