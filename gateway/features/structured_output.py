@@ -32,7 +32,7 @@ import dataclasses
 import json
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ POLL_S = 0.1
 _pool = ThreadPoolExecutor(max_workers=GRAMMAR_THREADS, thread_name_prefix="radixgate-grammar")
 _slots_lock = threading.Lock()  # guards AppState.grammar_compiles and _num_compiles
 _num_compiles = 0  # queued or running in _pool, every app together
+_compiling: dict[Any, list[Any]] = {}  # grammar key -> [its compile's future, requests waiting for it]
 
 
 @dataclass(frozen=True)
@@ -211,13 +212,7 @@ async def precompile(
     key = request.sampling.grammar_key
     if key is None:
         return
-    release = _take_slot(state, tenant)
-    try:
-        future = _pool.submit(state.worker.validate, request)
-    except BaseException:
-        release()
-        raise
-    future.add_done_callback(lambda _: release())
+    future = _compile(state, request, key, tenant)
     waiting = asyncio.wrap_future(future)
     loop = asyncio.get_running_loop()
     timeout = state.config.grammar_compile_timeout_s
@@ -237,11 +232,51 @@ async def precompile(
             if not waiting.done() and is_disconnected is not None and await is_disconnected():
                 raise APIError(499, "the client closed the connection", code="client_closed_request")
     finally:
-        future.cancel()  # timed out, client gone or task cancelled: a queued compile never starts
+        _leave(key, future)  # the last one waiting gone (timed out, left, cancelled): a queued compile never starts
     try:
         waiting.result()
     except ValueError as exc:
         raise from_engine_error(exc) from None
+
+
+def _compile(state: Any, request: Any, key: Any, tenant: str) -> Future[None]:
+    """The compile of `key` on the pool: the one already queued or running (requests that send the
+    same grammar at once wait for one compile, on one slot of the first sender), else a new one on a
+    slot of this tenant's."""
+    with _slots_lock:
+        shared = _compiling.get(key)
+        if shared is not None and not shared[0].cancelled():
+            shared[1] += 1
+            return shared[0]
+    release = _take_slot(state, tenant)
+    try:
+        future = _pool.submit(state.worker.validate, request)
+    except BaseException:
+        release()
+        raise
+    with _slots_lock:
+        _compiling[key] = [future, 1]
+
+    def done(_: Future[None]) -> None:
+        with _slots_lock:
+            if _compiling.get(key, [None])[0] is future:
+                del _compiling[key]
+        release()
+
+    future.add_done_callback(done)
+    return future
+
+
+def _leave(key: Any, future: Future[None]) -> None:
+    """One waiter of a compile is gone; with none left, a compile still queued is cancelled."""
+    with _slots_lock:
+        shared = _compiling.get(key)
+        if shared is None or shared[0] is not future:
+            return
+        shared[1] -= 1
+        if shared[1] > 0:
+            return
+    future.cancel()
 
 
 def _take_slot(state: Any, tenant: str) -> Callable[[], None]:

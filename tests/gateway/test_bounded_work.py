@@ -179,6 +179,24 @@ def test_a_slow_grammar_times_out_holds_its_tenant_slot_and_queued_compiles_canc
     assert worker.engine.grammars.num_compiled - compiled_before == 2  # a's and b's; c's never ran
 
 
+def test_requests_sending_one_grammar_at_once_share_its_compile(worker: Any) -> None:
+    # A tenant's compile limit counts grammars, not requests: a client fanning out one schema at
+    # once waits for one compile on one slot (it was a 429 for all but the first two).
+    app = create_app(GatewayConfig(api_keys={"key-a": "a"}, max_grammar_compiles_per_tenant=1), worker=worker)
+    compiled_before = worker.engine.grammars.num_compiled
+    body = {"model": "tiny", "prompt": "shared", "max_tokens": 1, "guided_regex": f"[a-z ]{{1,300}}{uuid.uuid4().hex}"}
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            headers = {"Authorization": "Bearer key-a"}
+            posts = [http.post("/v1/completions", json=body, headers=headers, timeout=120) for _ in range(6)]
+            return await asyncio.gather(*posts)
+
+    assert [r.status_code for r in asyncio.run(run())] == [200] * 6
+    assert worker.engine.grammars.num_compiled - compiled_before == 1
+    assert not app_state(app).grammar_compiles
+
+
 def test_stop_strings_are_capped(client: TestClient) -> None:
     many = client.post(
         "/v1/completions", json={"model": "tiny", "prompt": "s", "stop": [f"s{i}" for i in range(MAX_STOP_STRINGS + 1)]}
