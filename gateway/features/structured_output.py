@@ -16,7 +16,8 @@ so a schema it cannot compile is a 400. Compiles are bounded work:
   linearly with nesting; under the depth cap a schema compiles in tens of milliseconds;
 - a pool of `GRAMMAR_THREADS` threads of its own (never asyncio's default executor, which
   `/flush_cache` and the engine bridge share), at most `MAX_QUEUED_COMPILES` waiting (503 beyond),
-  and at most `max_grammar_compiles_per_tenant` per tenant (429 beyond);
+  and at most `max_grammar_compiles_per_tenant` distinct grammars per tenant (429 beyond; requests
+  sending a grammar already compiling wait for that compile);
 - a deadline (`grammar_compile_timeout_s`: a 400 saying to simplify the grammar) and the client's
   disconnect: a compile still queued is cancelled. xgrammar cannot be interrupted once it runs, so
   a running compile finishes in its thread; its tenant's slot stays taken until it does, so no
