@@ -378,3 +378,8 @@ def repeated(node: ast.BinOp) -> tuple[ast.expr, int] | None:
         if isinstance(count, ast.Constant) and type(count.value) is int and 0 <= count.value <= 1000:
             return part, count.value
     return None
+
+
+def reads_name(node: ast.expr, name: str) -> bool:
+    """Whether `node` reads the local `name` (`template = header + template`)."""
+    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))

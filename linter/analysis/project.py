@@ -175,7 +175,7 @@ class Project:
     def connected(self, module: Module) -> list[Module]:
         """`module`, then the project modules linked to it by imports, sorted by name: what it imports
         (two levels) and what imports it. A module's findings depend on these only, never on a module
-        that merely shares a name with it, so they are the same whatever else is linted, in any order."""
+        sharing a name with it: the same whatever else is linted, in any order."""
         key = id(module)
         if key not in self._connected:
             linked: dict[str, Module] = {}
@@ -221,19 +221,12 @@ class Project:
         for key, fn in sorted(self.functions.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2])):
             if _has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno):
                 by_module.setdefault(key[0], set()).add(key[2].lower())
-        if not by_module:
-            return
         every = set().union(*by_module.values())
         calls = tuple(sorted(w + "(" for w in every))
         for path, source, name in self.quiet:  # parsed if it may call one; its calls resolve by import only
             low = source.lower()
-            if name not in self.lazy:
-                continue
-            if len(calls) <= _FEW_WORDS:
-                may_call = any(w in low for w in calls)
-            else:  # many names: the names this file calls, found once
-                may_call = bool(every & set(_CALLED.findall(low)))
-            if may_call:
+            few = len(calls) <= _FEW_WORDS  # else list the names this file calls, once
+            if name in self.lazy and (any(w in low for w in calls) if few else every & set(_CALLED.findall(low))):
                 del self.lazy[name]
                 try:
                     parsed = parse(source, path.as_posix(), name, force=True)

@@ -4,6 +4,7 @@ the function being read (its local values and lists)."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,7 @@ class Module:
     text_call_filled: set[tuple[str, str]] = field(default_factory=set)  # (text, key) filled per call
     is_random_seeded: bool = False  # `random.seed(x)` at the top level: draws made at import are fixed
     seed_call: str = ""  # a `random.seed(x)` anywhere in the module, as written (for KV203's message)
+    shown: dict[str, bool] = field(default_factory=dict)  # name -> only printed or written out (`shown_only`)
     returns: dict[str, Shape] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
     prompt_names: set[str] = field(default_factory=set)  # names bound to radixgate's Prompt class
@@ -95,6 +97,12 @@ class Module:
         if self.seed_call:
             return f"`{call}` (each call draws anew after the global `{self.seed_call}`)"
         return f"unseeded `{call}`"
+
+    def is_shown(self, name: str) -> bool:
+        """Whether the module only prints, writes or logs `name` (`shown_only`), remembered."""
+        if name not in self.shown:
+            self.shown[name] = shown_only(self.lines, name)
+        return self.shown[name]
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""
@@ -217,3 +225,19 @@ def constant_index(node: ast.expr) -> int | None:
     ):
         return -node.operand.value
     return None
+
+
+#: Calls that show or store text rather than send it: the terminal, a file, a log, a page.
+_DISPLAY = re.compile(
+    r"(?<![\w.])(?:print|echo|secho|pprint)\s*\(|\.(?:write|write_text|writelines|info|debug|warning|error|"
+    r"exception|markdown|echo|print|log)\s*\("
+)
+
+
+def shown_only(lines: list[str], name: str) -> bool:
+    """Whether every line of the module reading `name` (other than rebinding it) passes it to a call that
+    prints, writes or logs it: text never sent to a model (a generated `setup.py`, a terminal banner)."""
+    used = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+    bound = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]*)?[+]?=(?!=)")
+    uses = [line for line in lines if used.search(line) and not bound.match(line)]
+    return bool(uses) and all(_DISPLAY.search(line) for line in uses)

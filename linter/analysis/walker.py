@@ -121,9 +121,7 @@ class Walker:
         name = target.id
         # `template = header + template` reads the old value: evaluate before forgetting it.
         found_literal = self.ev.literal(value, scope) if isinstance(value, (ast.BinOp, ast.Name, ast.IfExp)) else None
-        reads_itself = (bool(loop_flaws) or name in scope.values) and any(
-            isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)
-        )
+        reads_itself = (bool(loop_flaws) or name in scope.values) and names.reads_name(value, name)
         old_shape = self.ev.shape(value, scope, hint=name) if reads_itself and name in scope.values else None
         for table in (scope.lists, scope.literals, scope.exprs):
             table.pop(name, None)
@@ -179,6 +177,8 @@ class Walker:
         scope.values[name] = shape
         words = names.words(name)
         if set(words) & _LOW_CONFIDENCE_WORDS and words[-1] not in _MEASURES and is_text_building(value):
+            if self.ev.module.is_shown(name):  # printed or written to a file only: not a prompt
+                return
             self.on_site(
                 Site(value, [Segment("system" if "system" in names.words(name) else None, shape)], "low", None)
             )

@@ -119,3 +119,19 @@ def main():
     assert "after the global `random.seed(42)`" in found.message and "unseeded" not in found.message
     (found,) = assert_lints(source.replace("random.seed(42)", "pass"), "KV203")
     assert found.message.startswith("unseeded `random.sample`")
+
+
+def test_text_only_written_to_a_file_or_printed_is_not_a_prompt():
+    source = f'''
+from datetime import datetime
+
+SETUP = "{LONG}"
+
+
+def write_setup(path, llm):
+    system_template = f"# generated {{datetime.now()}}\\n" + SETUP
+    with open(path, "w") as f:
+        f.write(system_template)
+'''
+    assert_lints(source)
+    assert_lints(source + "    return llm.invoke(system_template)\n", "KV101")  # also sent: a prompt
