@@ -107,6 +107,8 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
     if any(p.kind is Kind.BREAK for p, _, _ in rest):
         return _found(DynamicBeforeCacheBreakpoint.code, part)
     doc = next((p for p, _, _ in rest if is_shared_doc(p)), None)
+    if doc is not None and not _asked(part):  # a value only guessed per user: no KV103 on a guess
+        doc = None
     if doc is not None and part.kind in (Kind.TURN, Kind.HISTORY):
         return _found(TurnBeforeDocuments.code, part, doc=doc.label)
     same = longest_static_run([p for p, s, _ in rest if s == seg], threshold)
@@ -122,6 +124,11 @@ def _dynamic(part: Part, seg: int, role: str | None, rest: list, threshold: int,
     if history and part.change is Change.PER_REQUEST and part.kind is not Kind.HISTORY:
         return _found(DynamicBeforeStatic.code, part, what="the conversation history")
     return None
+
+
+def _asked(part: Part) -> bool:
+    """KV103's turn: the question of this request or the history, not a slot only guessed to vary per user."""
+    return part.kind is Kind.HISTORY or part.change is Change.PER_REQUEST
 
 
 def _found(code: str, part: Part, tokens: int | None = None, **fields: str) -> Finding:

@@ -135,3 +135,21 @@ def write_setup(path, llm):
 '''
     assert_lints(source)
     assert_lints(source + "    return llm.invoke(system_template)\n", "KV101")  # also sent: a prompt
+
+
+def test_kv103_needs_a_turn_that_changes_per_request():
+    source = """
+from pathlib import Path
+from langchain_core.prompts import PromptTemplate
+
+CODE = Path("experiment.py").read_text()
+PROMPT = PromptTemplate.from_template("{task_description}\\n<code>\\n{code}\\n</code>\\nPropose the next idea.")
+
+
+def propose(llm, task_description):
+    return llm.invoke(PROMPT.format(task_description=task_description, code=CODE))
+"""
+    assert_lints(source)  # a slot only guessed to vary per user before the file: no KV103
+    asked = source.replace("{task_description}", "{question}")
+    asked = asked.replace("task_description=task_description", "question=question")
+    assert_lints(asked.replace("def propose(llm, task_description)", "def propose(llm, question)"), "KV103")
