@@ -129,9 +129,8 @@ class TurnBeforeDocuments(Rule):
     Finds the question or other per-turn content placed before shared documents, and dynamic
     values placed before them. A document is shared when it is the same across requests: read
     from a file, a module constant, a cached value. Per-query retrieval (`similarity_search(query)`,
-    a retriever's output) and documents known only by a name such as `context` are not. The turn
-    must change per request (the question, a timestamp) or be the history: a template slot only
-    guessed to vary per user (`{task_description}`) is not enough. Reported as a warning at most.
+    a retriever's output) and documents known only by a name such as `context` are not. The turn must
+    change per request (the question, a timestamp) or be the history; a warning at most.
 
     ## Why is this bad?
     Documents are reused across many requests; the question changes every time. With the
