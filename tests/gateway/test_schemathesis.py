@@ -30,7 +30,7 @@ def _clamp(body: Any) -> None:
     if "model" in body:
         body["model"] = "tiny"  # unknown models are a 404 before anything else; test the rest
     for key in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
-        if isinstance(body.get(key), int) and body[key] > MAX_GENERATED_TOKENS:
+        if _is_number(body.get(key)) and body[key] > MAX_GENERATED_TOKENS:  # 300.0 is a valid 300 too
             body[key] = MAX_GENERATED_TOKENS
     if isinstance(body.get("n"), int) and body["n"] > 2:
         body["n"] = 2
@@ -39,7 +39,7 @@ def _clamp(body: Any) -> None:
     if ("input" in body or "previous_response_id" in body) and body.get("max_output_tokens") is None:
         body["max_output_tokens"] = MAX_GENERATED_TOKENS  # /v1/responses' default is up to the context
     sampling = body.get("sampling_params")
-    if isinstance(sampling, dict) and isinstance(sampling.get("max_new_tokens"), int):
+    if isinstance(sampling, dict) and _is_number(sampling.get("max_new_tokens")):
         sampling["max_new_tokens"] = min(sampling["max_new_tokens"], MAX_GENERATED_TOKENS)
     elif "text" in body or "input_ids" in body:
         body["sampling_params"] = {
@@ -48,6 +48,10 @@ def _clamp(body: Any) -> None:
         }
     if isinstance(body.get("prompt"), list) and len(body["prompt"]) > 4:
         body["prompt"] = body["prompt"][:4]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def test_no_input_causes_a_server_error(worker) -> None:
