@@ -25,6 +25,7 @@ from .host_pool import HostPool
 from .storage_tier import (
     LOADING,
     MISS,
+    BackgroundWork,
     RateLimitedLog,
     TierMatch,
     Where,
@@ -59,7 +60,7 @@ class DiskTier:
         self._prefetches: dict[str, _Prefetch] = {}
         self._keys: dict[str, tuple[int, list[str]]] = {}  # rid -> (num tokens, block keys)
         self._pending_writes: set[str] = set()
-        self._futures: list[Future] = []
+        self._work = BackgroundWork("disk")
         self._lock = threading.Lock()
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-prefetch")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-write")
@@ -103,7 +104,7 @@ class DiskTier:
                 return MISS
             first = num_in_memory // bs
             future = self._reader.submit(self._read_blocks, keys[first:num_blocks])
-            self._track(future)
+            self._work.track(future)
             self._prefetches[rid] = _Prefetch(first, future)
             if self.mirror is not None:
                 self.mirror.prefetch("disk", rid, keys[first:num_blocks])
@@ -129,7 +130,7 @@ class DiskTier:
         write queued before (rank 0 counts a block once its own write finished; this rank's may lag)."""
         self.disk_store.num_cached_blocks(keys)  # marks them recently used, as rank 0's match did
         future = read_after_writes(self._writer, self._reader, self._read_blocks, keys)
-        self._track(future)
+        self._work.track(future)
         return future
 
     def wait(self, timeout: float) -> None:
@@ -170,7 +171,7 @@ class DiskTier:
                 continue
             k, v = gather_kv(self.device, self.host, where)
             self._pending_writes.add(key)
-            self._track(self._writer.submit(self._write_block, key, k, v))
+            self._work.track(self._writer.submit(self._write_block, key, k, v))
 
     def _write_block(self, key: str, k: torch.Tensor, v: torch.Tensor) -> None:
         try:
@@ -189,17 +190,10 @@ class DiskTier:
             with self._lock:
                 self._pending_writes.discard(key)
 
-    def _track(self, future: Future) -> None:
-        with self._lock:
-            self._futures = [f for f in self._futures if not f.done()] + [future]
-
     # ---- lifecycle ----------------------------------------------------------------------------
     def drain(self, timeout: float = 30.0) -> None:
         """Waits for every background read and write to finish."""
-        with self._lock:
-            futures = list(self._futures)
-        _, not_done = wait(futures, timeout=timeout)
-        assert not not_done, f"{len(not_done)} HiCache disk operations still running after {timeout}s"
+        self._work.drain(timeout)
 
     def check_idle(self) -> None:
         assert not self._prefetches, f"{len(self._prefetches)} disk prefetches held while idle"

@@ -45,6 +45,7 @@ from .storage_backend import StorageBackend, StoreUnavailable
 from .storage_tier import (
     LOADING,
     MISS,
+    BackgroundWork,
     RateLimitedLog,
     TierMatch,
     Where,
@@ -102,7 +103,7 @@ class RemoteTier:
         self._known: OrderedDict[str, None] = OrderedDict()
         self._known_generation = backend.generation
         self._pending: set[str] = set()
-        self._futures: list[Future] = []
+        self._work = BackgroundWork("remote")
         self._lock = threading.Lock()
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-remote-read")
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="radixgate-hicache-remote-write")
@@ -139,7 +140,7 @@ class RemoteTier:
             if first >= len(cached[1]) or not self.backend.is_up:
                 return MISS
             future = self._reader.submit(self._fetch, cached[1][first:])
-            self._track(future)
+            self._work.track(future)
             self._fetches[rid] = _Fetch(first, future, time.monotonic() + self.timeout_s)
             if self.mirror is not None:
                 self.mirror.prefetch("remote", rid, cached[1][first:])
@@ -196,7 +197,7 @@ class RemoteTier:
         """Ranks 1..N-1: fetches the leading stored blocks of `keys` on the reader thread, after every
         write queued before (rank 0 saw its own write finish; this rank's may lag)."""
         future = read_after_writes(self._writer, self._reader, self._fetch, keys)
-        self._track(future)
+        self._work.track(future)
         return future
 
     def wait(self, timeout: float) -> None:
@@ -265,7 +266,7 @@ class RemoteTier:
         gathered = [(key, *gather_kv(self.device, self.host, where)) for key, where in blocks]
         with self._lock:
             self._pending.update(key for key, _ in blocks)
-        self._track(self._writer.submit(self._send, gathered))
+        self._work.track(self._writer.submit(self._send, gathered))
 
     def _send(self, blocks: list[tuple[str, torch.Tensor, torch.Tensor]]) -> None:
         """Writer thread: encodes and stores the blocks in one round trip."""
@@ -289,17 +290,10 @@ class RemoteTier:
             with self._lock:
                 self._pending.difference_update(key for key, _, _ in blocks)
 
-    def _track(self, future: Future) -> None:
-        with self._lock:
-            self._futures = [f for f in self._futures if not f.done()] + [future]
-
     # ---- lifecycle ----------------------------------------------------------------------------
     def drain(self, timeout: float = 30.0) -> None:
         """Waits for every background read and write to finish (each is bounded by the store's timeout)."""
-        with self._lock:
-            futures = list(self._futures)
-        _, not_done = wait(futures, timeout=timeout)
-        assert not not_done, f"{len(not_done)} HiCache remote operations still running after {timeout}s"
+        self._work.drain(timeout)
 
     def check_idle(self) -> None:
         assert not self._fetches, f"{len(self._fetches)} remote fetches held while idle"

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -100,6 +101,25 @@ class StorageTier(Protocol):
     def stats(self) -> dict[str, object]: ...
 
     def close(self) -> None: ...
+
+
+class BackgroundWork:
+    """The futures of a tier's background reads and writes, so that `drain` can wait for all of them."""
+
+    def __init__(self, tier: str):
+        self._tier = tier
+        self._lock = threading.Lock()
+        self._futures: list[Future] = []
+
+    def track(self, future: Future) -> None:
+        with self._lock:
+            self._futures = [f for f in self._futures if not f.done()] + [future]
+
+    def drain(self, timeout: float) -> None:
+        with self._lock:
+            futures = list(self._futures)
+        _, not_done = wait(futures, timeout=timeout)
+        assert not not_done, f"{len(not_done)} HiCache {self._tier} operations still running after {timeout}s"
 
 
 class RateLimitedLog:
