@@ -144,6 +144,7 @@ def test_bad_requests_are_anthropic_errors(client: TestClient) -> None:
         ({"messages": user, "metadata": {"prompt_template": "x"}}, "metadata.prompt_template"),
         ({"messages": user, "tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0.type"),
         ({"messages": user, "extra_body": {"max_tokens": 0}}, "max_tokens"),
+        ({"messages": [{"role": "user", "content": []}]}, "messages"),  # a 500 (IndexError) found by schemathesis
         (
             {
                 "messages": user,

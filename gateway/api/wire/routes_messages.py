@@ -95,6 +95,8 @@ async def _prompt(state: AppState, body: MessagesRequest | CountTokensRequest, r
     fmt = output_format(body)
     points = breakpoints(body, pieces)
     messages = template_messages(pieces)
+    if not messages:  # every message had an empty content list
+        raise APIError(400, "'messages' hold no content: send at least one message with a text block", param="messages")
     prefill = ""
     if messages[-1]["role"] == "assistant":  # Anthropic's prefill: the answer continues that turn
         if messages[-1].get("tool_calls"):
