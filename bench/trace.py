@@ -192,11 +192,15 @@ def _print_tables(result: dict, policies: Sequence[str]) -> None:
     if not console.is_terminal:
         console.width = 150  # piped: keep every column readable
     for path, t in result["traces"].items():
-        table = Table(
-            title=f"{path}: {t['requests']} requests, {t['distinct_blocks']} distinct blocks; hit rate over the "
+        # The description is its own line: as a table title it would wrap to the table's width, and
+        # where it breaks would depend on how long the trace's path is.
+        console.print(
+            f"{path}: {t['requests']} requests, {t['distinct_blocks']} distinct blocks; hit rate over the "
             f"{t['part']} part ({t['counted_requests']} requests, {t['counted_blocks']} blocks); one block = "
-            f"{t['block_tokens']} tokens (the trace's 512 scaled down {t['scale']}x)"
+            f"{t['block_tokens']} tokens (the trace's 512 scaled down {t['scale']}x)",
+            soft_wrap=True,
         )
+        table = Table()
         for col in ("pool", *policies, "belady*", "infinite"):
             table.add_column(col, justify="right")
         for row in t["rows"]:
