@@ -22,3 +22,30 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("dev", print_blob=True)
 settings.register_profile("deep", max_examples=1000, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
+
+
+# Live servers: `live_server(flags, env=...)` in any test (or a module's own `server` fixture) returns
+# a running `radixgate serve` on 127.0.0.1 and a free port, shared by every test of the session that
+# asks for the same flags and environment; at most 4 run at once (the least recently used stops),
+# and all stop when the session ends. Tests sharing one warm or flush their own prefixes.
+from collections.abc import Callable, Iterator  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+import pytest  # noqa: E402
+
+if TYPE_CHECKING:
+    from radixgate.gateway.server_process import ServerProcess
+
+MAX_LIVE_SERVERS = 4
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[Callable[..., ServerProcess]]:
+    """`live_server(flags: Sequence[str] = (), *, env=None) -> ServerProcess` (running, shared)."""
+    from live_servers import LiveServers
+
+    servers = LiveServers(MAX_LIVE_SERVERS)
+    try:
+        yield servers.get
+    finally:
+        servers.stop_all()
