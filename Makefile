@@ -49,8 +49,22 @@ mypy-tree:
 mypy-check:
 	$(BIN)/mypy
 
+# The whole suite: tests/e2e and tests/gateway in a shuffled order (pytest-randomly; the seed is printed
+# and `make test SEED=N` replays it), then the rest in file order. `make test ARGS=...` runs only ARGS.
+SHUFFLED := tests/e2e tests/gateway
+ifndef SEED
+SEED := $(shell $(PY) -c 'import random; print(random.randrange(10**6))')
+endif
 test: install browser redis
+ifeq ($(strip $(ARGS)),)
+	@echo "make test: $(SHUFFLED) shuffled with -p randomly --randomly-seed=$(SEED) (replay: make test SEED=$(SEED))"
+	@status=0; \
+	$(BIN)/python -m pytest -q -p randomly --randomly-seed=$(SEED) $(SHUFFLED) || status=$$?; \
+	$(BIN)/python -m pytest -q $(foreach d,$(SHUFFLED),--ignore=$(d)) || status=$$?; \
+	exit $$status
+else
 	$(BIN)/python -m pytest -q $(ARGS)
+endif
 
 # Everything but the `slow` tests (real servers, benchmark commands, compile check, pre-commit).
 test-fast: install redis

@@ -12,6 +12,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # OpenMP threads spinning against each other (a 5x slowdown when the cores are oversubscribed).
 # The engine reads RADIXGATE_NUM_THREADS when it starts.
 os.environ.setdefault("RADIXGATE_NUM_THREADS", "1")
+# Every engine a test starts (and each test server's) takes the process's one parsed tokenizer instead
+# of a deep copy of it (engine/models/loader.py): read-only, it saves most of a second per engine.
+os.environ.setdefault("RADIXGATE_SHARE_TOKENIZER", "1")
 
 # Hypothesis: CI replays the same examples every run (a red CI run is reproducible and a green one is not
 # luck); locally each run draws new ones. `--hypothesis-profile deep` searches harder, and

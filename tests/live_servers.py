@@ -11,6 +11,10 @@ from radixgate.gateway.server_process import ServerProcess
 
 Key = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]
 
+# The keyless server most live tests share: the built-in model, the default KV pool, and the debug
+# endpoints (`/debug/check_idle_invariant`) that tests check a server's bookkeeping with.
+KEYLESS = ("--enable-debug-endpoints",)
+
 
 def start_server(flags: list[str], env: dict[str, str]) -> ServerProcess:
     return ServerProcess(flags, env=env).start()

@@ -15,11 +15,15 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from radixgate.gateway.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -224,12 +228,11 @@ def local_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str | N
 
 
 @pytest.fixture(scope="module")
-def docs_server() -> Iterator[str]:
-    """One keyless `radixgate serve` (the built-in model, a free loopback port) for every block that needs one."""
-    from radixgate.gateway.server_process import ServerProcess
+def docs_server(live_server: Callable[..., ServerProcess]) -> str:
+    """The session's keyless `radixgate serve` (built-in model, free loopback port) for the blocks that need one."""
+    from live_servers import KEYLESS
 
-    with ServerProcess([]) as server:
-        yield server.base_url
+    return live_server(KEYLESS).base_url
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from typing import TypeVar
 import torch
 from safetensors.torch import load_file
 
+from ..config import _env
 from .llama import LlamaForCausalLM, ModelConfig, rope_inv_freq
 
 # Checkpoint tensors that are not parameters of ours: KV-cache scales are read by the KV pool.
@@ -80,7 +81,9 @@ def load_model(path: str, dtype: torch.dtype, device: str) -> tuple[LlamaForCaus
 
 # A folder's parsed tokenizer, by (path, its files' sizes and times): engines started in one process
 # (tests, --dp-size) each get a deep copy, about half the cost of parsing a 100k-token vocabulary
-# again, and no Rust tokenizer object is shared between engines' threads.
+# again, and no Rust tokenizer object is shared between engines' threads. RADIXGATE_SHARE_TOKENIZER=1
+# (the test suite sets it) hands every engine the one parsed tokenizer instead: engines only encode and
+# decode without truncation or padding, which never mutates it.
 # The lock also serialises the first `from transformers import AutoTokenizer`: transformers' lazy
 # module, imported from two threads at once (two engines starting), can fail with an ImportError.
 _TOKENIZERS: dict[tuple, object] = {}
@@ -99,4 +102,5 @@ def load_tokenizer(path: str):
             if len(_TOKENIZERS) >= 4:  # a few folders at most (tests write many checkpoints)
                 del _TOKENIZERS[next(iter(_TOKENIZERS))]
             _TOKENIZERS[key] = AutoTokenizer.from_pretrained(path)
-        return copy.deepcopy(_TOKENIZERS[key])
+        tokenizer = _TOKENIZERS[key]
+        return tokenizer if _env("SHARE_TOKENIZER") == "1" else copy.deepcopy(tokenizer)

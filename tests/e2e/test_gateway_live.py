@@ -9,13 +9,14 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
 import requests
+from live_servers import KEYLESS
 from prometheus_client.parser import text_string_to_metric_families
 from tooling import missing
 
@@ -24,13 +25,12 @@ from radixgate.gateway.server_process import ServerProcess
 LONG_SYSTEM = " ".join(f"Rule {i}: answer the customer politely and cite the refund policy." for i in range(80))
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess(["--enable-debug-endpoints", "--max-total-tokens", "131072"]) as running:
-        yield running
+@pytest.fixture
+def server(live_server: Callable[..., ServerProcess]) -> ServerProcess:
+    return live_server(KEYLESS)  # shared with other files: each test sends prompts of its own or flushes
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def client(server: ServerProcess) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0, timeout=60)
 

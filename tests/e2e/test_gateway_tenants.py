@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import openai
@@ -17,11 +17,15 @@ PROMPT = "Tenant isolation check. " + " ".join(f"Confidential clause {i} of the 
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     keys = tmp_path_factory.mktemp("keys") / "keys.json"
     keys.write_text(json.dumps({"key-a": "tenant-a", "key-b": "tenant-b"}))
-    with ServerProcess(["--api-keys-file", str(keys), "--max-total-tokens", "32768"]) as running:
-        yield running
+    return keys
+
+
+@pytest.fixture
+def server(live_server: Callable[..., ServerProcess], keys_file: Path) -> ServerProcess:
+    return live_server(["--api-keys-file", str(keys_file), "--max-total-tokens", "32768"])
 
 
 def _client(server: ServerProcess, key: str) -> openai.OpenAI:

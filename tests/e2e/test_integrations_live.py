@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
+from live_servers import KEYLESS
 
 pytest.importorskip("langchain_openai")
 pytest.importorskip("llama_index.llms.openai_like")
@@ -69,10 +70,9 @@ class Recorder:
         return prefix_reuse([_chatml(m) for m in self.messages])[1]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess(startup_timeout_s=120) as live:
-        yield live
+@pytest.fixture
+def server(live_server: Callable[..., ServerProcess]) -> ServerProcess:
+    return live_server(KEYLESS)  # shared with other files: each test flushes and has templates of its own
 
 
 def _flush(server: ServerProcess) -> None:

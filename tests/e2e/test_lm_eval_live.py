@@ -6,20 +6,20 @@ The harness's `local-completions` model with `tokenizer_backend=remote` reads /t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from live_servers import KEYLESS
 
 from radixgate.gateway.server_process import ServerProcess
 
 TASKS = Path(__file__).resolve().parent / "lm_eval_tasks"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess(["--max-total-tokens", "16384"]) as running:
-        yield running
+@pytest.fixture
+def server(live_server: Callable[..., ServerProcess]) -> ServerProcess:
+    return live_server(KEYLESS)  # shared with other files; the harness's scores depend on no cache state
 
 
 def test_lm_eval_loglikelihood_and_generate_until(server: ServerProcess, monkeypatch, tmp_path) -> None:

@@ -7,10 +7,11 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from live_servers import KEYLESS
 
 import radixgate as rg
 from radixgate.bench.serving import main as bench_main
@@ -22,10 +23,9 @@ STATIC = rg.system(
 )
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess(startup_timeout_s=120) as live:
-        yield live
+@pytest.fixture
+def server(live_server: Callable[..., ServerProcess]) -> ServerProcess:
+    return live_server(KEYLESS)  # shared with other files: each test flushes or uses a template of its own
 
 
 @pytest.fixture()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
@@ -14,6 +14,7 @@ import httpx
 import jsonschema
 import openai
 import pytest
+from live_servers import KEYLESS
 from pydantic import BaseModel, Field
 
 from radixgate.gateway.server_process import ServerProcess
@@ -63,14 +64,14 @@ SCHEMAS = {"get_weather": WEATHER, "add": ADD}
 MESSAGES = [{"role": "user", "content": "What will the weather be in Oslo for the next three days?"}]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess(["--max-total-tokens", "131072", "--enable-debug-endpoints"]) as running:
-        yield running
-        assert httpx.get(f"{running.base_url}/debug/check_idle_invariant", timeout=30).status_code == 200
+@pytest.fixture
+def server(live_server: Callable[..., ServerProcess]) -> Iterator[ServerProcess]:
+    running = live_server(KEYLESS)  # shared with other files; every test leaves it idle, nothing leaked
+    yield running
+    assert httpx.get(f"{running.base_url}/debug/check_idle_invariant", timeout=30).status_code == 200
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def client(server: ServerProcess) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.api_url, api_key="unused", max_retries=0, timeout=600)
 

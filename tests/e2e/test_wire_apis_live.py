@@ -6,7 +6,7 @@ the store of the running server."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import anthropic
 import httpx
@@ -17,13 +17,12 @@ import requests
 from radixgate.gateway.server_process import ServerProcess
 
 KEY = "wire-live-key"
+FLAGS = ["--api-key", KEY, "--admin-api-key", KEY, "--enable-debug-endpoints", "--response-store-size", "2"]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    args = ["--api-key", KEY, "--admin-api-key", KEY, "--enable-debug-endpoints", "--response-store-size", "2"]
-    with ServerProcess(args) as running:
-        yield running
+@pytest.fixture
+def server(live_server: Callable[..., ServerProcess]) -> ServerProcess:
+    return live_server(FLAGS)
 
 
 def _aborted(server: ServerProcess, endpoint: str) -> float:
