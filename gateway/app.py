@@ -69,7 +69,9 @@ def create_app(
         metrics=metrics,
         tracer=tracer,
         tracer_provider=provider,
-        prompt_stats=PromptStatsRecorder(config.max_tracked_templates),
+        prompt_stats=PromptStatsRecorder(
+            config.max_tracked_templates, keep_excerpts=not config.disable_prompt_excerpts
+        ),
         history=TimeSeries(config.dashboard_window_s),
         owns_worker=owns_worker,
     )

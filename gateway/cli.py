@@ -176,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024, help="larger bodies get 413")
     g.add_argument("--max-template-labels", type=int, default=20, help="templates with their own metric label")
     g.add_argument("--log-requests", action="store_true", help="log prompt text (off by default)")
+    g.add_argument(
+        "--disable-prompt-excerpts",
+        action="store_true",
+        help="no excerpts of the varying prompt text in /v1/prompt_stats' drift (positions and segments only)",
+    )
     g.add_argument("--response-store-size", type=int, default=1000, help="/v1/responses kept per tenant")
     g.add_argument("--response-store-bytes", type=int, default=64 << 20, help="bytes of /v1/responses kept per tenant")
     g.add_argument("--response-store-ttl", type=float, default=3600.0, help="seconds a stored response is kept")
@@ -273,6 +278,7 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         max_queued_requests=args.max_queued_requests,
         max_request_bytes=args.max_request_bytes,
         log_requests=args.log_requests,
+        disable_prompt_excerpts=args.disable_prompt_excerpts,
         served_model_name=args.served_model_name,
         max_template_labels=args.max_template_labels,
         response_store_size=args.response_store_size,

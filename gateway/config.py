@@ -30,6 +30,7 @@ class GatewayConfig:
     served_model_name: str | None = None
     max_template_labels: int = 20
     max_tracked_templates: int = 1000
+    disable_prompt_excerpts: bool = False  # drift in /v1/prompt_stats without any prompt text
     dashboard_window_s: int = 300
     enable_debug_endpoints: bool = False
     engine: EngineConfig | None = None  # used only when create_app builds the worker

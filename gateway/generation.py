@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from radixgate.engine.protocol import GenerateOutput, GenerateRequest, StreamDelta
 
 from .api.errors import APIError, from_engine_error
-from .observe.prompt_stats import RequestTags
+from .observe.prompt_stats import PromptView, RequestTags, template_of
 from .observe.telemetry import fail_request_span, finish_request_span, start_request_span, with_current_span
 from .state import AppState, request_log
 
@@ -35,6 +35,9 @@ class Job:
     request: GenerateRequest
     static_tokens: int = 0
     prompt_text: str | None = None  # logged only with --log-requests
+    # the chat request the prompt was rendered from: where its messages and tools sit (drift segments)
+    messages: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
 
     def validate(self, state: AppState) -> None:
         """Reject what the engine would reject, plus outputs that cannot fit the context (as vLLM does).
@@ -162,7 +165,9 @@ def _observe(
         queue_time=queue_time,
         token_gaps=gaps,
     )
-    state.prompt_stats.record(job.tenant, job.tags, out.prompt_tokens, out.cached_tokens, job.static_tokens, ttft)
+    prompt = PromptView(job.request.input_ids, state.worker.detokenize, job.prompt_text, job.messages, job.tools)
+    tags = template_of(job.tags, job.request.route_hint)
+    state.prompt_stats.record(job.tenant, tags, out.prompt_tokens, out.cached_tokens, job.static_tokens, ttft, prompt)
     state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft, tenant=job.tenant)
     state.history.sample(state.worker.stats())
     state.limiter.charge_tokens(job.tenant, completion_tokens)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ __all__ = [
     "prefix_hash",
     "PROMPT_STATS_PATH",
     "TemplateStats",
+    "Divergence",
     "OPENAI_MIN_CACHE_TOKENS",
     "count_tokens",
     "count_tokens_offline",
@@ -117,6 +118,36 @@ _COERCE: dict[str, type] = {"str": str, "int": int, "float": float}
 
 
 @dataclass
+class Divergence:
+    """One bin of a template's drift histogram: requests whose prompt first differed from the
+    template's earlier requests at `token`, in `segment` ("tools", "system", "message 2 (user)",
+    "prompt" for a raw prompt). The excerpts are prompt text (None when excerpts are off, or in an
+    admin's merged view of another tenant's bin): `excerpt` is the latest such request's text from
+    that token on, `previous` the text there in the request it was compared with."""
+
+    token: int
+    requests: int
+    segment: str
+    message_index: int | None = None
+    excerpt: str | None = None
+    previous: str | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> Divergence:
+        if not isinstance(data, Mapping):
+            raise TypeError(f"a divergence is a JSON object, not {type(data).__name__}")
+        index, excerpt, previous = data.get("message_index"), data.get("excerpt"), data.get("previous")
+        return cls(
+            int(data["token"]),
+            int(data["requests"]),
+            str(data["segment"]),
+            None if index is None else int(index),
+            None if excerpt is None else str(excerpt),
+            None if previous is None else str(previous),
+        )
+
+
+@dataclass
 class TemplateStats:
     """One row of ``GET /v1/prompt_stats``: one template's requests, without any prompt text.
 
@@ -134,6 +165,11 @@ class TemplateStats:
     recomputed_static_tokens: int = 0  # per request, the static-prefix tokens not read from cache; summed
     recomputed_tokens: int = 0  # prompt_tokens - cached_tokens
     mean_ttft_ms: float | None = None
+    # Measured drift: each request compared with the template's recent earlier ones (same tenant).
+    compared_requests: int = 0  # requests that had an earlier one to compare with
+    divergent_requests: int = 0  # of those, the ones that differed before the earlier prompt ended
+    divergence: list[Divergence] = field(default_factory=list)  # most requests first, a few bins
+    other_divergences: int = 0  # divergent requests at positions beyond the bins kept
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TemplateStats:
@@ -146,6 +182,11 @@ class TemplateStats:
             if f.name == "template" or f.name not in data:
                 continue
             value = data[f.name]
+            if f.name == "divergence":
+                if not isinstance(value, list):
+                    raise TypeError(f"divergence: expected a list, got {value!r}")
+                values[f.name] = [Divergence.from_json(item) for item in value]
+                continue
             nullable = "None" in str(f.type)
             if value is None and nullable:
                 values[f.name] = None

@@ -100,6 +100,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
             work_request(body, f"{response_id}-{i}", input_ids, max_tokens, salt, i, logprobs),
             static,
             text,
+            messages,
+            body.tools,
         )
         for i in range(body.n)
     ]

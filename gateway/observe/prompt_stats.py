@@ -1,23 +1,36 @@
-"""Per-template hit statistics, from the `metadata` the SDK sends. No prompt text is kept.
+"""Per-template hit statistics, from the `metadata` the SDK sends (or `prompt_cache_key`).
 
 For each (tenant, template) it counts requests, prompt and cached tokens, and how many
 static-prefix tokens had to be recomputed: a static prefix served from cache costs nothing,
 so a row's recomputed static tokens sum, per request, the static tokens that were not cached.
+It also measures drift (`drift.py`): where the template's requests first differ from its earlier
+ones, with short excerpts of the varying text, the only prompt text kept (a tenant sees its own,
+the admin all; none with `--disable-prompt-excerpts`).
 `/v1/prompt_stats` returns `snapshot()`; the row format and the metadata keys live in `radixgate._wire`.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from radixgate._wire import UNTAGGED, RequestTags, TemplateStats
+
+from .drift import DriftHistogram, DriftTracker, PromptView
 
 __all__ = ["UNTAGGED", "OTHER", "RequestTags", "PromptStatsRecorder", "TemplateTally", "estimate_static_tokens"]
 
 OTHER = "(other)"
 MAX_HASHES_PER_TEMPLATE = 1024
+CACHE_KEY_TEMPLATE = "prompt_cache_key:"  # an untagged request's template, named by its prompt_cache_key
+
+
+def template_of(tags: RequestTags, prompt_cache_key: str | None) -> RequestTags:
+    """The template a request counts under: the SDK's tag, else its `prompt_cache_key`, else untagged."""
+    if tags.template != UNTAGGED or not prompt_cache_key:
+        return tags
+    return replace(tags, template=CACHE_KEY_TEMPLATE + prompt_cache_key[:160])
 
 
 def estimate_static_tokens(
@@ -49,6 +62,7 @@ class TemplateTally:
     num_hashes_over_cap: int = 0
     ttft_sum: float = 0.0
     ttft_count: int = 0
+    drift: DriftHistogram = field(default_factory=DriftHistogram)
 
     def add(
         self, tags: RequestTags, prompt_tokens: int, cached_tokens: int, static_tokens: int, ttft: float | None = None
@@ -81,6 +95,7 @@ class TemplateTally:
         self.num_hashes_over_cap += other.num_hashes_over_cap
         self.ttft_sum += other.ttft_sum
         self.ttft_count += other.ttft_count
+        self.drift.merge(other.drift)
 
     @property
     def waste(self) -> int:
@@ -103,15 +118,21 @@ class TemplateTally:
             recomputed_static_tokens=self.static_misses,
             recomputed_tokens=self.prompt_tokens - self.cached_tokens,
             mean_ttft_ms=round(1000 * self.ttft_sum / self.ttft_count, 2) if self.ttft_count else None,
+            compared_requests=self.drift.compared,
+            divergent_requests=self.drift.divergent,
+            divergence=self.drift.rows(),
+            other_divergences=self.drift.over_cap,
         )
 
 
 class PromptStatsRecorder:
     """Thread-safe aggregation keyed by (tenant, template); each tenant has at most `max_templates`
-    rows of its own, its later templates go to its OTHER row (another tenant's never do)."""
+    rows of its own, its later templates go to its OTHER row (another tenant's never do). Drift is
+    measured for the `max_drift_templates` most recently used (tenant, template) pairs, never for OTHER."""
 
-    def __init__(self, max_templates: int = 1000) -> None:
+    def __init__(self, max_templates: int = 1000, max_drift_templates: int = 256, keep_excerpts: bool = True) -> None:
         self.max_templates = max_templates
+        self.drift = DriftTracker(max_drift_templates, keep_excerpts)
         self._stats: dict[tuple[str, str], TemplateTally] = {}
         self._num_rows: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -124,7 +145,9 @@ class PromptStatsRecorder:
         cached_tokens: int,
         static_tokens: int,
         ttft: float | None = None,
+        prompt: PromptView | None = None,
     ) -> None:
+        """Add one finished request; with `prompt` (its ids and how to read them), measure its drift."""
         with self._lock:
             key = (tenant, tags.template)
             if key not in self._stats and self._num_rows.get(tenant, 0) >= self.max_templates:
@@ -132,7 +155,10 @@ class PromptStatsRecorder:
             if key not in self._stats:
                 self._stats[key] = TemplateTally(template=key[1])
                 self._num_rows[tenant] = self._num_rows.get(tenant, 0) + 1
-            self._stats[key].add(tags, prompt_tokens, cached_tokens, static_tokens, ttft)
+            tally = self._stats[key]
+            tally.add(tags, prompt_tokens, cached_tokens, static_tokens, ttft)
+            if prompt is not None and key[1] != OTHER:
+                self.drift.observe(key, tally.drift, prompt)
 
     def snapshot(self, tenant: str | None = None) -> dict[str, Any]:
         """`{"templates": [...]}` sorted by waste (recomputed static tokens, or every recomputed token

@@ -20,7 +20,7 @@ def test_aggregation_counts_recomputed_static_tokens() -> None:
     stats.record("t", tags, prompt_tokens=1200, cached_tokens=1000, static_tokens=1000)
     stats.record("t", RequestTags("bot", "app/bot.py:42", "h2", 4000), 1200, 400, 1000)
     (row,) = stats.snapshot()["templates"]
-    assert set(row) == FIELDS and len(FIELDS) == 11
+    assert set(row) == FIELDS and len(FIELDS) == 15
     assert row["requests"] == 3 and row["prompt_tokens"] == 3600 and row["cached_tokens"] == 1400
     assert row["recomputed_static_tokens"] == 1000 + 0 + 600
     assert row["distinct_static_prefixes"] == 2
@@ -82,7 +82,10 @@ def test_endpoint_reports_templates_from_metadata(client: TestClient, long_prefi
     # computed once, then served from cache (give or take a few tokens other tests cached)
     assert bot["static_prefix_tokens"] - 20 <= bot["recomputed_static_tokens"] <= bot["static_prefix_tokens"] + 10
     assert rows["(untagged)"]["requests"] == 1
-    assert "stats-endpoint" not in client.get("/v1/prompt_stats").text  # no prompt text
+    # no prompt text but the drift excerpts: the varying question, a few tokens of context before it
+    assert "stats-endpoint" not in client.get("/v1/prompt_stats").text
+    assert [(d["requests"], d["segment"]) for d in bot["divergence"]] == [(2, "prompt")]
+    assert bot["divergence"][0]["excerpt"].endswith(" q3") and bot["divergence"][0]["previous"].endswith(" q1")
 
 
 def test_chat_metadata_uses_the_character_ratio(client: TestClient, long_prefix) -> None:
