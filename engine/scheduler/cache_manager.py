@@ -18,7 +18,7 @@ if it had computed them (`num_computed` covers them), so the prefill skips them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..hicache.storage_tier import ReadBlocks
@@ -76,6 +76,7 @@ class CacheManager:
         self.radix_cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots, eviction_policy)
         self.capacity = num_pages * page_size
         self.hicache = hicache
+        self.before_release: Callable[[Req], None] | None = None  # disaggregation: reads a prefill's KV out
         if hicache is not None:
             assert self.radix_cache is not None, "HiCache needs the radix cache"
             hicache.attach(self.radix_cache)
@@ -214,6 +215,8 @@ class CacheManager:
 
     def release(self, req: Req) -> None:
         """Finished, aborted or retracted: computed KV goes to the tree (when on), the rest is freed."""
+        if self.before_release is not None:
+            self.before_release(req)
         ps = self.page_size
         if self.radix_cache is not None:
             aligned = req.num_computed - req.num_computed % ps

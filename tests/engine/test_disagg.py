@@ -1,0 +1,208 @@
+"""Prefill/decode disaggregation in-process: two engines joined by a transfer backend give the
+co-located engine's greedy tokens, move only what the decode side lacks, and release every
+reserved page when a transfer fails."""
+
+from __future__ import annotations
+
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from radixgate.engine import SamplingParams
+from radixgate.engine.disagg.decode import DecodeSide
+from radixgate.engine.disagg.layout import HandshakeError, KVLayout, TransferError
+from radixgate.engine.disagg.prefill import PrefillSide
+from radixgate.engine.disagg.transfer import TcpBackend, TcpReceiver, TcpSender
+
+KEY = b"worker-key-for-tests"
+GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
+
+
+def prompts_32(seed: int = 0) -> list[list[int]]:
+    """4 shared system prefixes x 7 questions, a long prompt that prefills in chunks, 3 unique."""
+    rng = random.Random(seed)
+    tok = lambda n: [rng.randrange(1000, 60000) for _ in range(n)]  # noqa: E731
+    systems = [tok(n) for n in (40, 75, 120, 33)]
+    out = [s + tok(rng.randrange(3, 30)) for s in systems for _ in range(7)]
+    out.append(systems[1] + tok(600))  # chunked: chunked_prefill_size is 128 below
+    out += [tok(rng.randrange(5, 60)) for _ in range(3)]
+    return out
+
+
+def run_pd(prefill: PrefillSide, decode: DecodeSide, room: int, ids: list[int], sampling=GREEDY):
+    with ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(prefill.prefill, room, ids, sampling)
+        try:
+            out, received = decode.generate(room, "127.0.0.1", prefill.bootstrap_port, ids, sampling)
+        finally:
+            result = sent.exception(timeout=60) or sent.result()
+    return out, received, result
+
+
+@pytest.fixture
+def pd(make_engine):
+    sides: list[PrefillSide] = []
+
+    def build(prefill_kwargs=None, decode_kwargs=None, backend="tcp", decode_backend=None, **common):
+        common.setdefault("chunked_prefill_size", 128)
+        p = PrefillSide(make_engine(**common, **(prefill_kwargs or {})), KEY, backend)
+        sides.append(p)
+        d = DecodeSide(make_engine(**common, **(decode_kwargs or {})), KEY, decode_backend or backend, timeout_s=10)
+        return p, d
+
+    yield build
+    for side in sides:
+        side.close()
+
+
+@pytest.mark.parametrize(
+    "page_size,backend,kv_cache_dtype",
+    [(1, "tcp", "auto"), (16, "shm", "auto"), (16, "tcp", "fp8_e4m3")],
+)
+def test_pd_gives_the_colocated_greedy_tokens(make_engine, pd, page_size, backend, kv_cache_dtype):
+    config = dict(page_size=page_size, kv_cache_dtype=kv_cache_dtype, chunked_prefill_size=128)
+    colocated = make_engine(**config)
+    prefill, decode = pd(backend=backend, **config)
+    calibration = list(range(500, 564))  # FP8: both pools' scales come from this same first batch
+    colocated.start()
+    colocated.generate(input_ids=[calibration], sampling=GREEDY)
+    prefill.engine.generate(input_ids=[calibration], sampling=GREEDY)
+    prompts = prompts_32()
+    with ThreadPoolExecutor(4) as pool:  # 4 transfers at a time; the co-located engine batches all 32
+        pd_runs = list(pool.map(lambda room: run_pd(prefill, decode, room, prompts[room]), range(len(prompts))))
+    expected = colocated.generate(input_ids=prompts, sampling=GREEDY)
+    mismatches = [room for room, (out, _, _) in enumerate(pd_runs) if out.token_ids != expected[room].token_ids]
+    assert mismatches == [], f"prompts whose PD tokens differ from the co-located engine's: {mismatches}"
+    for out, received, sent in pd_runs:
+        assert received.num_bytes == sent.num_sent_bytes == received.num_tokens * decode.layout.token_bytes
+        assert out.cached_tokens == sent.output.cached_tokens
+    assert sum(received.start > 0 for _, received, _ in pd_runs) >= 16, "the decode side reuses shared prefixes"
+    assert decode.engine.pool.k_scales == prefill.engine.pool.k_scales
+
+
+def test_reuse_sends_only_the_pages_past_the_decode_prefix(pd):
+    prefill, decode = pd(page_size=16, chunked_prefill_size=512)
+    rng = random.Random(7)
+    prefix = [rng.randrange(1000, 60000) for _ in range(2000)]
+    first, second = prefix + [11, 12, 13, 14, 15], prefix + [21, 22, 23]
+    _, got1, sent1 = run_pd(prefill, decode, 1, first)
+    assert (got1.start, got1.num_tokens) == (0, len(first))
+    out, got2, sent2 = run_pd(prefill, decode, 2, second)
+    tb = decode.layout.token_bytes
+    assert got2.start == 2000  # the page-aligned shared prefix, held by the decode worker
+    assert got2.num_bytes == sent2.num_sent_bytes == (len(second) - 2000) * tb  # counted on both ends
+    assert sent2.output.cached_tokens == 2000 and out.cached_tokens == 2000  # the prefill worker's cache
+    assert decode.num_received_bytes == prefill.num_sent_bytes == (len(first) + len(second) - 2000) * tb
+
+
+def test_handshake_refuses_mismatched_layouts_naming_them(pd):
+    for kwargs, words in [
+        (dict(prefill_kwargs={"page_size": 16}, decode_kwargs={"page_size": 1}), "page size"),
+        (dict(decode_kwargs={"kv_cache_dtype": "fp8_e4m3"}), "KV dtype"),
+        (dict(backend="tcp", decode_backend="shm"), "transfer backend"),
+    ]:
+        prefill, decode = pd(**kwargs)
+        with pytest.raises(HandshakeError, match=words):
+            decode.generate(0, "127.0.0.1", prefill.bootstrap_port, list(range(100, 140)), GREEDY)
+        decode.engine.check_idle_invariant()
+    layout = decode.layout
+    other = KVLayout(**{**layout.to_dict(), "tp_rank": 1})
+    with pytest.raises(HandshakeError, match="tp_rank: 0 here, 1 on the peer"):
+        layout.check_peer(other)
+
+
+def test_wrong_worker_key_is_refused(pd):
+    prefill, decode = pd()
+    decode.key = b"another key"
+    with pytest.raises(HandshakeError, match="authentication failed"):
+        decode.generate(0, "127.0.0.1", prefill.bootstrap_port, list(range(100, 140)), GREEDY)
+    assert prefill.server.num_refused == 1
+
+
+class _FaultySender(TcpSender):
+    """A real TCP sender that corrupts or stops after its first chunk."""
+
+    def __init__(self, sock, fault):
+        super().__init__(sock)
+        self.fault, self.num_put = fault, 0
+
+    def put(self, offset, data, crc):
+        self.num_put += 1
+        if self.num_put == 2 and self.fault == "die":
+            self.sock.shutdown(2)  # the prefill worker is gone mid-transfer
+            raise ConnectionResetError("prefill died")
+        if self.num_put == 2 and self.fault == "corrupt":
+            data = bytearray(data)
+            data[5] ^= 0xFF
+            data = memoryview(data)
+        super().put(offset, data, crc)
+
+
+class _FaultyBackend(TcpBackend):
+    def __init__(self, fault):
+        self.fault = fault
+
+    def sender(self, sock, descriptor, total_bytes):
+        return _FaultySender(sock, self.fault)
+
+
+@pytest.mark.parametrize("fault,message", [("corrupt", "checksum"), ("die", "mid-transfer|closed|refused")])
+def test_a_failed_transfer_releases_the_reserved_pages_and_is_never_decoded(pd, fault, message):
+    prefill, decode = pd(page_size=16)
+    prefill.chunk_tokens = 16  # several chunks
+    prefill.backend = _FaultyBackend(fault)
+    ids = list(range(1000, 1100))
+    with pytest.raises(TransferError, match=message):
+        run_pd(prefill, decode, 3, ids)
+    decode.engine.check_idle_invariant()  # every reserved page free or in the tree
+    tree = decode.engine.cache_manager.radix_cache
+    assert tree.total_size() == 0, "nothing of a failed transfer enters the decode worker's tree"
+    prefill.backend = TcpBackend()
+    out, received, _ = run_pd(prefill, decode, 4, ids)  # both sides work on afterwards
+    assert received.start == 0 and len(out.token_ids) == GREEDY.max_new_tokens
+
+
+def test_a_dying_receiver_fails_the_prefill_and_releases_both_sides(pd, monkeypatch):
+    prefill, decode = pd(page_size=16)
+    prefill.chunk_tokens = 16
+
+    def take_then_die(self, offset, nbytes):
+        self.sock.close()  # the decode worker is gone mid-transfer
+        raise ConnectionResetError("decode died")
+
+    monkeypatch.setattr(TcpReceiver, "take", take_then_die)
+    with pytest.raises(TransferError):
+        run_pd(prefill, decode, 5, list(range(1000, 1100)))
+    prefill.engine.check_idle_invariant()
+    decode.engine.check_idle_invariant()
+
+
+def test_bootstrap_and_transfer_time_out(pd):
+    prefill, decode = pd()
+    prefill.server.timeout_s = 0.3
+    with pytest.raises(TransferError, match="no decode worker registered bootstrap_room 9"):
+        prefill.prefill(9, list(range(100, 140)), GREEDY)
+    decode.timeout_s = 0.5  # registered, but no prefill request ever claims the room
+    with pytest.raises(TransferError):
+        decode.generate(10, "127.0.0.1", prefill.bootstrap_port, list(range(100, 140)), GREEDY)
+    decode.engine.check_idle_invariant()
+
+
+def test_concurrent_transfers_share_one_bootstrap_server(pd):
+    prefill, decode = pd(page_size=16)
+    prompts = prompts_32(seed=3)[:8]
+    results: dict[int, list[int]] = {}
+
+    def one(room):
+        out, _, _ = run_pd(prefill, decode, 100 + room, prompts[room])
+        results[room] = out.token_ids
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert sorted(results) == list(range(len(prompts)))
+    assert all(len(t) == GREEDY.max_new_tokens for t in results.values())
