@@ -21,7 +21,7 @@ from . import fixes, hit_rates, reporters
 from .analysis.facts import ParseFailure
 from .checker import check
 from .files import MissingPath, iter_files
-from .rules import LEVELS, RULES, MeasuredWaste, explain
+from .rules import LEVELS, RULES, MeasuredDrift, MeasuredWaste, explain
 from .runner import lint_paths, unanalyzable
 from .settings import ConfigError, Settings, find_pyproject, load_settings
 from .violation import Violation
@@ -181,7 +181,11 @@ def run(args: argparse.Namespace) -> int:
         except hit_rates.StatsError as exc:
             raise ToolFailure(str(exc)) from None
         violations = hit_rates.apply(
-            violations, templates, [f.as_posix() for f in files], settings.is_enabled(MeasuredWaste.code)
+            violations,
+            templates,
+            [f.as_posix() for f in files],
+            settings.is_enabled(MeasuredWaste.code),
+            settings.is_enabled(MeasuredDrift.code),
         )
     violations = [v._replace(severity=settings.severity_of(v.code, v.severity)) for v in violations]
     report = (

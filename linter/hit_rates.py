@@ -4,7 +4,8 @@ A template's `source` is `path:line` of the call that sent it. A finding matches
 ends with that path (or the path ends with the file) and the line lies within the finding's
 enclosing prompt call. Matched findings carry the measured hit rate and the prompt tokens
 recomputed, and are listed first, most waste first. A template that wastes tokens with no
-static finding at its source becomes KV901. Only `--stats` reads the network.
+static finding at its source becomes KV901. The measured drift (`measured.py`) adds KV902 and
+confirms or demotes the static findings at its call site. Only `--stats` reads the network.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import NamedTuple
 
 from radixgate._wire import PROMPT_STATS_PATH, TemplateStats
 
+from . import measured as drift
 from .rules import MeasuredWaste
 from .violation import Measured, Violation
 
@@ -112,18 +114,30 @@ def _matches(v: Violation, t: SourcedTemplate) -> bool:
 
 
 def apply(
-    violations: list[Violation], templates: list[SourcedTemplate], filenames: list[str], enabled: bool = True
+    violations: list[Violation],
+    templates: list[SourcedTemplate],
+    filenames: list[str],
+    enabled: bool = True,
+    drift_enabled: bool = True,
 ) -> list[Violation]:
-    """Attach measurements, add KV901 findings (when `enabled`), and order by measured waste."""
+    """Attach measurements (with the drift's verdict), add KV901 (when `enabled`) and KV902 (when
+    `drift_enabled`) findings, and order by measured waste."""
     matched: set[int] = set()
     out: list[Violation] = []
     for v in violations:
         hits = [i for i, t in enumerate(templates) if _matches(v, t)]
         matched.update(hits)
         if hits:
-            worst = max((templates[i] for i in hits), key=lambda t: t.recomputed)
-            v = v._replace(measured=worst.measured())
+            v = drift.judge(v, max((templates[i] for i in hits), key=lambda t: t.recomputed))
         out.append(v)
+    sited = [(t, f) for t in templates if (f := next((f for f in filenames if same_file(f, t.path)), None))]
+    if drift_enabled:
+        found = drift.findings(sited)
+        out.extend(found)
+        explained = {(v.filename, v.row) for v in found}  # KV902 names the cause of what KV901 counts
+        matched.update(
+            i for i, t in enumerate(templates) if any(same_file(f, t.path) and r == t.line for f, r in explained)
+        )
     if enabled:
         out.extend(_unexplained(templates, matched, filenames))
     measured = sorted((v for v in out if v.measured), key=lambda v: -v.measured.recomputed_tokens if v.measured else 0)

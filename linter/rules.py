@@ -8,52 +8,10 @@ are generated from these docstrings.
 from __future__ import annotations
 
 import inspect
-from typing import ClassVar
 
-from .analysis.shape import Change
+from .rule import LEVELS, Rule
 
-#: Severities, lowest first (`--fail-on` and `[tool.promptlint] fail-on` name one of them).
-LEVELS = ("info", "warning", "error")
-
-_SEVERITY = {
-    Change.PER_REQUEST: "error",
-    Change.PER_SESSION: "warning",
-    Change.PER_DAY: "info",
-    Change.PER_PROCESS: "info",
-    Change.NEVER: "info",
-}
-
-
-class Rule:
-    """A rule: `code` (KVnnn), kebab-case `name`, `message` (a format template)."""
-
-    code: ClassVar[str]
-    name: ClassVar[str]
-    message: ClassVar[str]
-    #: Whether the rule runs without being selected explicitly.
-    default: ClassVar[bool] = True
-    #: "safe", "unsafe" or None: the kind of fix `--fix` / `--unsafe-fixes` may apply.
-    fix: ClassVar[str | None] = None
-    severity_floor: ClassVar[str | None] = None
-    #: The highest level the rule reports at (its precision on real code does not earn more).
-    severity_cap: ClassVar[str | None] = None
-
-    def severity(self, change: Change | None, tokens: int | None = None, threshold: int = 64) -> str:
-        """`error` for values that change per request, `warning` per session, `info` slower; one
-        step lower when the static text pushed out of the prefix is under four times `threshold`
-        tokens, so a short paragraph lost ranks below a whole manual. `[tool.promptlint.severity]`
-        overrides it per rule."""
-        if self.severity_floor is not None:
-            return self.severity_floor
-        level = _SEVERITY.get(change, "warning") if change is not None else "warning"
-        if tokens is not None and tokens < 4 * threshold:
-            level = {"error": "warning", "warning": "info"}.get(level, level)
-        if self.severity_cap is not None and LEVELS.index(level) > LEVELS.index(self.severity_cap):
-            level = self.severity_cap
-        return level
-
-    def format(self, **fields: object) -> str:
-        return self.message.format(**fields)
+__all__ = ["LEVELS", "RULES", "Rule", "explain"]
 
 
 class DynamicBeforeStatic(Rule):
@@ -347,6 +305,34 @@ class MeasuredWaste(Rule):
     severity_floor = "warning"
 
 
+class MeasuredDrift(Rule):
+    """## What it does
+    Reports, at a template's source line, where the gateway measured its requests diverging from
+    each other (the drift in `/v1/prompt_stats`, given with `--stats`) when that is in a part of the
+    prompt that should be the same every time: the tools, the system message, or inside the static
+    prefix the SDK declared. It names the segment, the token, how many requests, and the varying
+    text. Measured, never a guess: a static finding at the same call site is confirmed by it, and one
+    the measurement contradicts (enough requests compared, none diverging early) is demoted to `info`.
+
+    ## Why is this bad?
+    Every request recomputes the prompt from that token on. The cause may be one no static rule can
+    see: a system prompt read from a file the app rewrites, a value from a service or a database.
+
+    ## Example
+    19 of 20 requests of `answer` diverge at token 9, in the system message:
+    `'Ticket 1043 of the day'` (was `'Ticket 1042 of the day'`).
+
+    ## Use instead
+    Keep the varying value out of the system message and the tools: send it after the static part
+    (in the user message), or build the prompt with `radixgate.Prompt`.
+    """
+
+    code = "KV902"
+    name = "measured-drift"
+    message = "measured: {requests} of {compared} requests of `{template}` diverge at token {token}, in {segment}"
+    severity_floor = "warning"
+
+
 class SyntaxFailure(Rule):
     """## What it does
     Reports a file promptlint could not analyze: it is not valid Python (a syntax error, a null
@@ -388,6 +374,7 @@ RULES: dict[str, Rule] = {
         DirectoryOrder,
         ShortStaticPrefix,
         MeasuredWaste,
+        MeasuredDrift,
         SyntaxFailure,
     )
 }

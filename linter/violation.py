@@ -31,11 +31,13 @@ class Measured(NamedTuple):
     requests: int
     hit_rate: float
     recomputed_tokens: int  # prompt tokens not served from cache
+    verdict: str | None = None  # what the measured drift says of a static finding (measured.py)
 
     def describe(self) -> str:
+        said = f"; {self.verdict}" if self.verdict else ""
         return (
             f"measured hit rate {self.hit_rate:.0%} over {self.requests:,} requests, "
-            f"{self.recomputed_tokens:,} prompt tokens recomputed"
+            f"{self.recomputed_tokens:,} prompt tokens recomputed{said}"
         )
 
 

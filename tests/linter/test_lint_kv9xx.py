@@ -196,5 +196,65 @@ def test_statistics_from_the_gateways_own_aggregator(app, capsys):
         "requests": 40,
         "hit_rate": 0.016,
         "recomputed_tokens": 39_360,
+        "verdict": None,  # no drift measured: these rows were recorded without their prompts
     }
     assert "measured hit rate 2% over 40 requests, 39,360 prompt tokens recomputed" in by_time["message"]
+
+
+def _drift(row, compared, *bins):
+    """`row` with measured drift: `bins` are (token, requests, segment) with excerpts."""
+    divergence = [
+        {"token": t, "requests": n, "segment": s, "excerpt": f"now {t}", "previous": f"was {t}"} for t, n, s in bins
+    ]
+    return (
+        row
+        | {"compared_requests": compared, "divergent_requests": sum(n for _, n, _ in bins)}
+        | {"divergence": divergence}
+    )
+
+
+DRIFT_STATS = {
+    "templates": [
+        _drift(_template("by-time", "/srv/app/bot.py:9", 120, 150_000, 6_000), 119, (3, 119, "system")),
+        _drift(_template("by-user", "bot.py:15", 300, 400_000, 300_000, static=0), 299, (80, 299, "message 1 (user)")),
+        _drift(_template("clean", "app/bot.py:22", 500, 600_000, 60_000), 499, (2, 250, "system"), (7, 200, "tools")),
+        _drift(_template("few", "app/bot.py:9", 4, 4_000, 0), 3, (1, 3, "system")),  # too few compared to speak
+    ]
+}
+
+
+def test_measured_drift_is_kv902_confirms_and_demotes_static_findings(app, capsys):
+    (app / "drift.json").write_text(json.dumps(DRIFT_STATS))
+    code, out = _json(capsys, ["app", "--stats", "drift.json", "--format", "json", "--isolated"])
+    assert code == 1
+    by_code = {(v["code"], v["location"]["row"]): v for v in out}
+    # KV902 wherever the drift breaks the cache, a finding of its own beside the static one it confirms
+    # (line 9 is inside the call KV101 reports at line 10); at line 22 it replaces KV901
+    assert set(by_code) == {("KV902", 9), ("KV902", 22), ("KV101", 10), ("KV101", 16)}
+    kv902 = by_code["KV902", 22]
+    assert kv902["message"] == (
+        "measured: 250 of 499 requests of `clean` diverge at token 2, in the system message: 'now 2' (was 'was 2')"
+        "; 1 more such position — measured hit rate 10% over 500 requests, 540,000 prompt tokens recomputed"
+    )
+    assert kv902["severity"] == "warning" and kv902["measured"]["requests"] == 500
+    confirmed, demoted = by_code["KV101", 10], by_code["KV101", 16]
+    assert confirmed["measured"]["verdict"] == "confirmed by the measured drift (token 3, the system message)"
+    assert confirmed["severity"] == "warning" and confirmed["message"].endswith(confirmed["measured"]["verdict"])
+    assert demoted["severity"] == "info"  # the gateway saw 299 requests, none diverging before the question
+    assert demoted["measured"]["verdict"].startswith("demoted: the measured drift shows no early divergence")
+    # KV902 off: its findings go, the verdicts stay (they are the measurement, not the rule)
+    _, out = _json(capsys, ["app", "--stats", "drift.json", "--format", "json", "--isolated", "--ignore", "KV902"])
+    assert "KV902" not in {v["code"] for v in out}
+    assert {v["location"]["row"]: v["severity"] for v in out if v["code"] == "KV101"} == {10: "warning", 16: "info"}
+
+
+def test_drift_says_nothing_below_the_requests_it_needs():
+    from radixgate._wire import TemplateStats
+    from radixgate.linter import measured
+
+    row = TemplateStats.from_json(DRIFT_STATS["templates"][3])
+    assert measured.breaking(row) == [] and measured.verdict(row) is None
+    inside_static = TemplateStats.from_json(
+        _drift(_template("sdk", "a.py:1", 10, 10_000, 0, static=50), 9, (40, 9, "message 0 (user)"))
+    )
+    assert [d.token for d in measured.breaking(inside_static)] == [40]  # before the declared static prefix's end
