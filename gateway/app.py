@@ -24,6 +24,7 @@ from .api.wire.anthropic_errors import AnthropicErrorShape
 from .api.wire.routes_messages import router as messages_router
 from .api.wire.routes_responses import router as responses_router
 from .config import GatewayConfig
+from .diagnostics.store import DiagnosticsStore
 from .observe.dashboard import router as dashboard_router
 from .observe.metrics import Metrics
 from .observe.prompt_stats import PromptStatsRecorder
@@ -74,6 +75,7 @@ def create_app(
         ),
         history=TimeSeries(config.dashboard_window_s),
         owns_worker=owns_worker,
+        diagnostics=DiagnosticsStore(config.diagnostics_history_size),
     )
     holder["state"] = state
 

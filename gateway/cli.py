@@ -184,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--response-store-size", type=int, default=1000, help="/v1/responses kept per tenant")
     g.add_argument("--response-store-bytes", type=int, default=64 << 20, help="bytes of /v1/responses kept per tenant")
     g.add_argument("--response-store-ttl", type=float, default=3600.0, help="seconds a stored response is kept")
+    g.add_argument(
+        "--diagnostics-history-size", type=int, default=256, help="recent prompts and replies kept per tenant"
+    )
+    g.add_argument(
+        "--disable-history-keeping", action="store_true", help="re-tokenize earlier replies (default: reuse their ids)"
+    )
     g.add_argument("--enable-debug-endpoints", action="store_true", help="serve /debug/check_idle_invariant")
     g.add_argument(
         "--log-level", default="warning", choices=["debug", "info", "warning", "error"], help="default warning"
@@ -284,6 +290,8 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         response_store_size=args.response_store_size,
         response_store_bytes=args.response_store_bytes,
         response_store_ttl_s=args.response_store_ttl,
+        diagnostics_history_size=args.diagnostics_history_size,
+        history_keeping=not args.disable_history_keeping,
         enable_debug_endpoints=args.enable_debug_endpoints,
         engine=engine,
         admin_api_keys=admins,

@@ -62,6 +62,10 @@ class GatewayConfig:
     response_store_size: int = 1000
     response_store_bytes: int = 64 * 1024 * 1024
     response_store_ttl_s: float = 3600.0
+    # cache_diagnostics and history keeping (gateway/diagnostics/): recent prompts and generated
+    # replies kept per tenant; history_keeping splices generated replies' ids into later chat prompts.
+    diagnostics_history_size: int = 256
+    history_keeping: bool = True
 
     def __post_init__(self) -> None:
         for name in ("rate_limit_rpm", "rate_limit_tpm", "max_queued_requests"):
@@ -78,6 +82,8 @@ class GatewayConfig:
             raise ValueError("grammar_compile_timeout_s must be > 0 and max_grammar_compiles_per_tenant >= 1")
         if self.response_store_size < 0 or self.response_store_bytes < 0 or self.response_store_ttl_s <= 0:
             raise ValueError("response_store_size and response_store_bytes must be >= 0, response_store_ttl_s > 0")
+        if self.diagnostics_history_size < 0:
+            raise ValueError(f"diagnostics_history_size must be >= 0, got {self.diagnostics_history_size}")
         if self.health_check_interval_s <= 0:
             raise ValueError(f"health_check_interval_s must be > 0, got {self.health_check_interval_s}")
         if self.tool_call_parser is not None:

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from radixgate.engine.protocol import GenerateOutput, GenerateRequest, StreamDelta
 
 from .api.errors import APIError, from_engine_error
+from .diagnostics.requests import JobDiagnostics, finish
 from .observe.prompt_stats import PromptView, RequestTags, template_of
 from .observe.telemetry import fail_request_span, finish_request_span, start_request_span, with_current_span
 from .state import AppState, request_log
@@ -38,6 +39,7 @@ class Job:
     # the chat request the prompt was rendered from: where its messages and tools sit (drift segments)
     messages: list[dict[str, Any]] | None = None
     tools: list[dict[str, Any]] | None = None
+    diagnostics: JobDiagnostics | None = None  # recorded for cache_diagnostics (diagnostics/requests.py)
 
     def validate(self, state: AppState) -> None:
         """Reject what the engine would reject, plus outputs that cannot fit the context (as vLLM does).
@@ -167,6 +169,20 @@ def _observe(
     )
     prompt = PromptView(job.request.input_ids, state.worker.detokenize, job.prompt_text, job.messages, job.tools)
     tags = template_of(job.tags, job.request.route_hint)
+    if job.diagnostics is not None:
+        missed = finish(
+            state.diagnostics,
+            state.worker,
+            state.model_name,
+            job.tenant,
+            job.diagnostics,
+            job.request.input_ids,
+            out.token_ids,
+            out.text,
+            out.cached_tokens,
+        )
+        if missed is not None:
+            state.metrics.observe_cache_miss(*missed)
     state.prompt_stats.record(job.tenant, tags, out.prompt_tokens, out.cached_tokens, job.static_tokens, ttft, prompt)
     state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft, tenant=job.tenant)
     state.history.sample(state.worker.stats())

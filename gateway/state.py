@@ -13,6 +13,7 @@ from opentelemetry.trace import Tracer
 
 from .api.errors import APIError
 from .config import GatewayConfig
+from .diagnostics.store import DiagnosticsStore
 from .observe.metrics import Metrics
 from .observe.prompt_stats import PromptStatsRecorder
 from .observe.timeseries import TimeSeries
@@ -44,6 +45,8 @@ class AppState:
     num_queued: int = 0
     # Grammar compiles each tenant has running or queued (structured_output.py); guarded there.
     grammar_compiles: dict[str, int] = field(default_factory=dict)
+    # Recent prompts and generated replies per tenant: cache_diagnostics and history keeping.
+    diagnostics: DiagnosticsStore = field(default_factory=lambda: DiagnosticsStore(0))
 
     @property
     def model_name(self) -> str:

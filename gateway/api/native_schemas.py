@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from radixgate._wire import TemplateStats
 from radixgate.engine.sampling_fields import INT64_MAX
 
-from .openai_schemas import Seed, refuse_lone_surrogates
+from .openai_schemas import CacheDiagnostics, Seed, refuse_lone_surrogates
 
 TokenId = Annotated[int, Field(ge=0)]
 
@@ -85,6 +85,7 @@ class MetaInfo(BaseModel):
     output_top_logprobs: list[list[list[Any]] | None] | None = None
     input_token_logprobs: list[list[Any]] | None = None
     input_top_logprobs: list[list[list[Any]] | None] | None = None
+    cache_diagnostics: CacheDiagnostics | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class GenerateResponse(BaseModel):

@@ -161,11 +161,33 @@ class ChatMessageOut(BaseModel):
     tool_calls: list[ToolCall] | None = None
 
 
+class CacheMissReason(BaseModel):
+    type: str = Field(
+        description="system_changed, tools_changed, messages_changed, model_changed, prompt_changed, "
+        "evicted, below_page, history_rerendered, cold, previous_response_not_found or unavailable"
+    )
+    cache_missed_input_tokens: int
+    diverged_at_token: int | None = None
+    message_index: int | None = None
+
+
+class CacheDiagnostics(BaseModel):
+    """radixgate extension, when the request sent `cache_diagnostics` (gateway/diagnostics/)."""
+
+    cached_tokens: int
+    cache_miss_reason: CacheMissReason | None
+
+
+def _diagnostics() -> Any:
+    return Field(default=None, exclude_if=lambda v: v is None)
+
+
 class ChatChoice(BaseModel):
     index: int
     message: ChatMessageOut
     logprobs: dict[str, Any] | None = None
     finish_reason: str | None
+    cache_diagnostics: CacheDiagnostics | None = _diagnostics()
 
 
 class ChatCompletionResponse(BaseModel):
@@ -176,6 +198,7 @@ class ChatCompletionResponse(BaseModel):
     system_fingerprint: str | None = None
     choices: list[ChatChoice]
     usage: Usage
+    cache_diagnostics: CacheDiagnostics | None = _diagnostics()
 
 
 class FunctionCallDelta(BaseModel):
@@ -203,6 +226,7 @@ class ChatChunkChoice(BaseModel):
     delta: ChatDelta
     logprobs: dict[str, Any] | None = None
     finish_reason: str | None = None
+    cache_diagnostics: CacheDiagnostics | None = _diagnostics()
 
 
 class ChatCompletionChunk(BaseModel):
@@ -213,6 +237,7 @@ class ChatCompletionChunk(BaseModel):
     system_fingerprint: str | None = None
     choices: list[ChatChunkChoice]
     usage: Usage | None = None
+    cache_diagnostics: CacheDiagnostics | None = _diagnostics()
 
 
 class CompletionChoice(BaseModel):
@@ -220,6 +245,7 @@ class CompletionChoice(BaseModel):
     text: str
     logprobs: dict[str, Any] | None = None
     finish_reason: str | None
+    cache_diagnostics: CacheDiagnostics | None = _diagnostics()
 
 
 class CompletionResponse(BaseModel):
@@ -230,6 +256,7 @@ class CompletionResponse(BaseModel):
     system_fingerprint: str | None = None
     choices: list[CompletionChoice]
     usage: Usage | None = None
+    cache_diagnostics: CacheDiagnostics | None = _diagnostics()
 
 
 class ModelCard(BaseModel):

@@ -21,6 +21,7 @@ from radixgate import __version__
 from radixgate.engine.protocol import LOGPROB_FIELDS, SamplingParams
 from radixgate.engine.protocol import GenerateRequest as EngineRequest
 
+from ..diagnostics.requests import FIELD, parse_ask, result_of, with_diagnostics
 from ..features.logprobs import TokenTexts, sglang_logprobs
 from ..features.structured_output import constraint_of, precompile
 from ..generation import Job, collect, merge, stream_job
@@ -53,7 +54,7 @@ def _meta(
         "cached_tokens": cached_tokens,
         "finish_reason": reason,
         "e2e_latency": time.perf_counter() - start,
-    }
+    } | ({FIELD: result_of(job)} if finish_reason is not None and job.diagnostics and job.diagnostics.ask else {})
 
 
 @router.post("/generate", response_model=GenerateResponse | list[GenerateResponse], responses=ERRORS)
@@ -67,6 +68,7 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     check_fields(
         "/generate sampling_params", sp.model_dump(exclude_unset=True), unknown_is_error=True, where="sampling_params."
     )
+    ask = parse_ask((body.model_extra or {}).get(FIELD))
     prompts = await _prompts(state, body)
     rids = _rids(body.rid, len(prompts) * sp.n)
     held = _hold_rids(request, tenant, rids)  # released when nothing references it any more
@@ -80,6 +82,7 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
         for i in range(sp.n):
             work = _work(state, body, _engine_rid(tenant, rids[p * sp.n + i]), input_ids, tenant, tags, i)
             jobs.append(Job("generate", "generate", tenant, tags, work, static, text))
+    jobs = with_diagnostics(state, jobs, ask, [(_client_rid(j.request.rid), 0) for j in jobs])
     bounds.check_stop(jobs[0].request, "sampling_params.stop")
     for job in jobs:
         await precompile(state, job.request, tenant, request.is_disconnected)

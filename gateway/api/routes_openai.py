@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 
 from radixgate.engine.protocol import GenerateOutput
 
+from ..diagnostics.requests import FIELD, add_to_body, add_to_chunk, asked, parse_ask, prompt_ids, with_diagnostics
 from ..features.logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
 from ..features.structured_output import constrain, constraint_of, precompile
 from ..features.tool_calls import ToolPlan, render_messages, tool_chat_full, tool_chat_stream, tool_parser_for
@@ -58,9 +59,9 @@ async def _respond(
     for job in jobs:
         job.validate(state)
     state.admit(jobs[0].tenant, sum(len(j.request.input_ids) for j in jobs), jobs[0].endpoint)
-    if stream:
-        return sse_response(render_stream(state, jobs, response_id, include_usage))
-    return render_full(state, await collect(state, jobs, request.is_disconnected), response_id)
+    if stream:  # asking for diagnostics asks for the usage chunk that carries them
+        return sse_response(render_stream(state, jobs, response_id, include_usage or asked(jobs)))
+    return add_to_body(render_full(state, await collect(state, jobs, request.is_disconnected), response_id), jobs)
 
 
 def _usage_of(outputs: list[GenerateOutput]) -> dict[str, Any]:
@@ -77,11 +78,12 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     state = state_of(request)
     state.check_model(body.model)
     reject_unsupported(body)
+    ask = parse_ask((body.model_extra or {}).get(FIELD))
     plan = ToolPlan.of(body.tools, body.tool_choice, body.parallel_tool_calls, tool_parser_for(state))
     messages = [template_message(m) for m in body.messages]
     bounds.check_prompt_chars(bounds.chat_chars(messages, body.tools), state.worker.context_len, "messages")
     text = await bounds.off_loop(render_messages, state.worker, messages, body.tools)
-    input_ids = await bounds.tokenize(state.worker, text, param="messages", add_special_tokens=False)
+    input_ids = await prompt_ids(state, tenant_of(request), messages, body.tools, text)
     tags = RequestTags.from_metadata(body.metadata)
     content_chars = sum(len(m["content"]) for m in messages)
     static = estimate_static_tokens(tags.static_prefix_chars, content_chars, len(input_ids))
@@ -105,6 +107,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         )
         for i in range(body.n)
     ]
+    jobs = with_diagnostics(state, jobs, ask, [(response_id, i) for i in range(body.n)], (messages, body.tools))
     bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body, plan.grammar()))
     if constraint is not None:
@@ -112,7 +115,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     render_stream, render_full = _chat_stream, _chat_full
     if plan.is_active:
-        render_stream, render_full = tool_chat_stream(plan, _chunk_writer), tool_chat_full(plan, _chat_full)
+        writer = partial(_chunk_writer, jobs=jobs)
+        render_stream, render_full = tool_chat_stream(plan, writer), tool_chat_full(plan, _chat_full)
     return await _respond(request, state, jobs, body.stream, include_usage, response_id, render_stream, render_full)
 
 
@@ -149,7 +153,9 @@ def _chat_logprobs(texts: TokenTexts, token_ids: list[int], source: Any) -> dict
     return chat_logprobs(texts, token_ids, values, tops, MAX_TOP_LOGPROBS)
 
 
-def _chunk_writer(state: AppState, response_id: str, obj: str, include_usage: bool) -> Callable[..., str]:
+def _chunk_writer(
+    state: AppState, response_id: str, obj: str, include_usage: bool, jobs: list[Job] | None = None
+) -> Callable[..., str]:
     """One SSE chunk of a streamed response; with `include_usage` every chunk carries `usage`
     (null until the last), as OpenAI sends it."""
     created, model, fingerprint = int(time.time()), state.model_name, system_fingerprint(state)
@@ -165,13 +171,14 @@ def _chunk_writer(state: AppState, response_id: str, obj: str, include_usage: bo
         }
         if include_usage:
             body["usage"] = usage_body
+        add_to_chunk(body, jobs)
         return sse(body)
 
     return chunk
 
 
 async def _chat_stream(state: AppState, jobs: list[Job], response_id: str, include_usage: bool) -> AsyncIterator[str]:
-    chunk = _chunk_writer(state, response_id, "chat.completion.chunk", include_usage)
+    chunk = _chunk_writer(state, response_id, "chat.completion.chunk", include_usage, jobs)
 
     for i in range(len(jobs)):
         yield chunk(
@@ -224,6 +231,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     state = state_of(request)
     state.check_model(body.model)
     reject_unsupported(body)
+    ask = parse_ask((body.model_extra or {}).get(FIELD))
     tags = RequestTags.from_metadata(body.metadata)
     response_id = f"cmpl-{uuid.uuid4().hex}"
     salt = state.cache_salt(tenant_of(request))
@@ -238,6 +246,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
             index = p * body.n + i
             work = work_request(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i, logprobs)
             jobs.append(Job("completions", "text_completion", tenant_of(request), tags, work, static, text))
+    jobs = with_diagnostics(state, jobs, ask, [(response_id, i) for i in range(len(jobs))])
     bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body))
     if constraint is not None:
@@ -298,7 +307,7 @@ def _completion_full(
 async def _completion_stream(
     state: AppState, jobs: list[Job], response_id: str, include_usage: bool, *, echo: bool = False
 ) -> AsyncIterator[str]:
-    chunk = _chunk_writer(state, response_id, "text_completion", include_usage)
+    chunk = _chunk_writer(state, response_id, "text_completion", include_usage, jobs)
     texts = TokenTexts(state.worker)
     offsets = [0] * len(jobs)  # characters sent per choice: each chunk's logprobs continue from there
     if echo:

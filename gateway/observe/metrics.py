@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 OTHER_TEMPLATE = "other"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+FRACTION_BUCKETS = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1.0)
 TOKEN_GAP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 # `*_created` series double the output and no SGLang/vLLM dashboard reads them.
@@ -216,6 +217,19 @@ class Metrics:
             t,
             registry=r,
         )
+        self.cache_missed = Counter(
+            "radixgate:cache_missed_tokens",
+            "Prompt tokens not served from cache, by reason (gateway/diagnostics/); never retracted recomputes.",
+            ["model_name", "reason"],
+            registry=r,
+        )
+        self.cached_fraction = Histogram(
+            "radixgate:cached_fraction",
+            "Per request: prompt tokens served from cache / prompt tokens.",
+            m,
+            buckets=FRACTION_BUCKETS,
+            registry=r,
+        )
         # Export zeros before the first request, so dashboards see the series from the start.
         for metric in (
             self.ttft,
@@ -225,6 +239,7 @@ class Metrics:
             self.prompt_tokens,
             self.generation_tokens,
             self.cached_tokens,
+            self.cached_fraction,
         ):
             metric.labels(model_name)
 
@@ -260,6 +275,8 @@ class Metrics:
         self.prompt_tokens.labels(model).inc(prompt_tokens)
         self.generation_tokens.labels(model).inc(completion_tokens)
         self.cached_tokens.labels(model).inc(cached_tokens)
+        if prompt_tokens:
+            self.cached_fraction.labels(model).observe(cached_tokens / prompt_tokens)
         if ttft is not None:
             self.ttft.labels(model).observe(ttft)
         if queue_time is not None:
@@ -273,6 +290,9 @@ class Metrics:
         self.template_prompt_tokens.labels(model, label).inc(prompt_tokens)
         self.template_cached_tokens.labels(model, label).inc(cached_tokens)
         self.template_recomputed_static.labels(model, label).inc(recomputed_static)
+
+    def observe_cache_miss(self, reason: str, tokens: int) -> None:
+        self.cache_missed.labels(self.model_name, reason).inc(tokens)
 
     def observe_failed(self, endpoint: str, outcome: str, status_code: int | None = None) -> None:
         """A request without a result: refused (4xx), failed (5xx) or aborted (499)."""

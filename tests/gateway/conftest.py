@@ -70,3 +70,13 @@ def long_prefix() -> Callable[..., str]:
         return " ".join(f"[{tag}] Sentence {i} of the shared instructions stays the same." for i in range(sentences))
 
     return make
+
+
+@pytest.fixture(scope="session")
+def paged_worker() -> Iterator[LocalWorker]:
+    """A second tiny engine: 16-token pages and a small pool (cache diagnostics' below_page and evicted)."""
+    from radixgate.engine import Engine, EngineConfig
+
+    engine = Engine(EngineConfig(model_path=MODEL, page_size=16, max_total_tokens=2048))
+    yield LocalWorker(engine)
+    engine.shutdown()

@@ -55,6 +55,7 @@ COVERED_ELSEWHERE = {
     "input_ids": "test_native_routes.py::test_generate_text_and_ids",
     "sampling_params": "this walk",
     "skip_special_tokens": "tests/engine/runner/test_sampling.py",
+    "cache_diagnostics": "test_cache_diagnostics.py",
     "stream_options": "test_openai_routes.py::test_stream_without_include_usage_has_no_usage_field",
 }
 
