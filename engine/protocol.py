@@ -180,6 +180,17 @@ class GenerateRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     cache_salt: str | None = None
     route_hint: str | None = None
+    bootstrap: Bootstrap | None = None  # prefill/decode disaggregation: the request's KV handoff
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """SGLang's `bootstrap_host` / `bootstrap_port` / `bootstrap_room`: the prefill worker whose
+    bootstrap server holds the request's KV handoff, and the room that pairs the two roles' copies."""
+
+    host: str
+    port: int
+    room: int
 
 
 @dataclass

@@ -237,7 +237,33 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send tenants' requests to workers that cannot keep tenants' caches apart",
     )
+    d = p.add_argument_group("prefill/decode disaggregation (SGLang's flags; needs the worker key)")
+    d.add_argument("--disaggregation-mode", default="null", choices=["null", "prefill", "decode"])
+    d.add_argument("--disaggregation-transfer-backend", default="tcp", choices=["tcp", "shm"])
+    d.add_argument(
+        "--disaggregation-bootstrap-port", type=int, default=8998, help="a prefill worker's bootstrap server"
+    )
+    d.add_argument("--disaggregation-bootstrap-host", default="127.0.0.1", help="its interface (default: loopback)")
+    d.add_argument(
+        "--disaggregation-prefill-bootstrap",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a decode worker connects only to these prefill bootstrap servers (repeatable)",
+    )
     return p
+
+
+def disaggregation(args: argparse.Namespace) -> Any:
+    from .workers.pd_worker import DisaggConfig
+
+    return DisaggConfig(
+        args.disaggregation_mode,
+        args.disaggregation_transfer_backend,
+        args.disaggregation_bootstrap_host,
+        args.disaggregation_bootstrap_port,
+        tuple(args.disaggregation_prefill_bootstrap),
+    )
 
 
 def worker_urls(args: argparse.Namespace) -> tuple[str, ...]:
@@ -304,6 +330,7 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         router_policy=args.router_policy,
         allow_unsalted_workers=args.allow_unsalted_workers,
         tool_call_parser=args.tool_call_parser,
+        disaggregation=disaggregation(args),
     )
 
 

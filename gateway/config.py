@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from radixgate.engine.config import EngineConfig
 
@@ -46,6 +47,8 @@ class GatewayConfig:
     router_policy: str | None = None  # default: cache_aware
     allow_unsalted_workers: bool = False
     health_check_interval_s: float = 1.0
+    # `--disaggregation-mode prefill|decode` (workers/pd_worker.py's DisaggConfig); None: co-located
+    disaggregation: Any = None
     # tool-call output format (tool_parsers.py); None: chosen from the model's chat template
     tool_call_parser: str | None = None
     # Bounded work (structured_output.py): how long a client waits for its grammar, and how many
@@ -76,6 +79,13 @@ class GatewayConfig:
             raise ValueError(f"max_request_bytes must be >= 1024, got {self.max_request_bytes}")
         if self.max_template_labels < 1:
             raise ValueError(f"max_template_labels must be >= 1, got {self.max_template_labels}")
+        if self.disaggregation is not None and self.disaggregation.is_enabled:
+            if not self.worker_api_key:
+                raise ValueError(
+                    "--disaggregation-mode needs the worker key (--worker-api-key-file): it signs KV transfers"
+                )
+            if self.is_routed:
+                raise ValueError("--disaggregation-mode serves one co-located engine: drop --worker / --dp-size")
         if self.dp_size < 1:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.grammar_compile_timeout_s <= 0 or self.max_grammar_compiles_per_tenant < 1:

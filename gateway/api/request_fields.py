@@ -50,6 +50,14 @@ def _r(note: str, example: Any, *neutral: Any) -> FieldRule:
     return FieldRule(REJECTED, note, (None, *neutral), example)
 
 
+# SGLang's PD fields (api/bootstrap_fields.py); a router sends them to a --disaggregation-mode pair.
+_BOOTSTRAP: dict[str, FieldRule] = {
+    "bootstrap_host": _h("PD: the prefill worker's host (worker key, registered prefill only)"),
+    "bootstrap_port": _h("PD: the prefill worker's bootstrap port"),
+    "bootstrap_room": _h("PD: pairs the prefill and decode copies of one request"),
+    "bootstrap_pair_key": _r("one prefill per request: rooms pair the roles", "k"),
+}
+
 # Shared by chat and completions (OpenAI's fields, then the vLLM/SGLang extensions radixgate serves).
 _SAMPLING: dict[str, FieldRule] = {
     "model": _h("must name the served model (404 otherwise)"),
@@ -96,6 +104,7 @@ _SAMPLING: dict[str, FieldRule] = {
     "add_special_tokens": _r("vLLM extension", True, False),
     "logits_processors": _r("vLLM extension", ["x"], []),
     "kv_transfer_params": _r("vLLM extension (disaggregation)", {"x": 1}),
+    **_BOOTSTRAP,
     "vllm_xargs": _r("vLLM extension", {"x": 1}),
     "regex": _h("SGLang extension: output matches the regex", "a+"),
     "ebnf": _h("SGLang extension: output matches the EBNF grammar", 'root ::= "a"'),
@@ -184,10 +193,7 @@ GENERATE_FIELDS: dict[str, FieldRule] = {
     "lora_id": _r("no LoRA", "x"),
     "custom_logit_processor": _r("not implemented", "x"),
     "positional_embed_overrides": _r("not implemented", {"x": 1}),
-    "bootstrap_host": _r("no PD disaggregation", "h"),
-    "bootstrap_port": _r("no PD disaggregation", 1),
-    "bootstrap_room": _r("no PD disaggregation", 1),
-    "bootstrap_pair_key": _r("no PD disaggregation", "k"),
+    **_BOOTSTRAP,
     "decode_tp_size": _r("no PD disaggregation", 2),
     "routed_dp_rank": _r("the router picks the worker", 1),
     "data_parallel_rank": _r("the router picks the worker", 1),

@@ -33,6 +33,7 @@ from . import bounds
 from .errors import APIError, redact
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
+from .bootstrap_fields import with_bootstrap
 from .request_fields import check_fields
 from .sse import DONE, ERRORS, sse, sse_response
 
@@ -83,6 +84,7 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
             work = _work(state, body, _engine_rid(tenant, rids[p * sp.n + i]), input_ids, tenant, tags, i)
             jobs.append(Job("generate", "generate", tenant, tags, work, static, text))
     jobs = with_diagnostics(state, jobs, ask, [(_client_rid(j.request.rid), 0) for j in jobs])
+    jobs = with_bootstrap(request, body, jobs)  # prefill/decode disaggregation
     bounds.check_stop(jobs[0].request, "sampling_params.stop")
     for job in jobs:
         await precompile(state, job.request, tenant, request.is_disconnected)

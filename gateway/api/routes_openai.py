@@ -21,6 +21,7 @@ from ..generation import Job, collect, merge, stream_job
 from ..observe.prompt_stats import RequestTags, estimate_static_tokens
 from ..state import AppState, state_of
 from . import bounds
+from .bootstrap_fields import with_bootstrap
 from .errors import APIError
 from .openai_requests import (
     reject_unsupported,
@@ -108,6 +109,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         for i in range(body.n)
     ]
     jobs = with_diagnostics(state, jobs, ask, [(response_id, i) for i in range(body.n)], (messages, body.tools))
+    jobs = with_bootstrap(request, body, jobs)  # prefill/decode disaggregation
     bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body, plan.grammar()))
     if constraint is not None:
@@ -247,6 +249,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
             work = work_request(body, f"{response_id}-{index}", input_ids, body.max_tokens or 16, salt, i, logprobs)
             jobs.append(Job("completions", "text_completion", tenant_of(request), tags, work, static, text))
     jobs = with_diagnostics(state, jobs, ask, [(response_id, i) for i in range(len(jobs))])
+    jobs = with_bootstrap(request, body, jobs)  # prefill/decode disaggregation
     bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body))
     if constraint is not None:

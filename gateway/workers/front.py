@@ -18,6 +18,13 @@ from .worker import LocalWorker
 
 def build_worker(config: GatewayConfig) -> LocalWorker | WorkerPool:
     """The worker a gateway config asks for: the co-located engine, or a pool of workers."""
+    if config.disaggregation is not None and config.disaggregation.is_enabled:
+        from radixgate.engine.engine import Engine
+
+        from .pd_worker import DisaggWorker
+
+        assert config.worker_api_key, "GatewayConfig checks it"
+        return DisaggWorker(Engine(config.engine or EngineConfig()), config.disaggregation, config.worker_api_key)
     if not config.is_routed:
         return LocalWorker.from_config(config.engine or EngineConfig())
     engine_config = config.engine or EngineConfig()

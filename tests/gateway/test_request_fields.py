@@ -57,6 +57,9 @@ COVERED_ELSEWHERE = {
     "skip_special_tokens": "tests/engine/runner/test_sampling.py",
     "cache_diagnostics": "test_cache_diagnostics.py",
     "stream_options": "test_openai_routes.py::test_stream_without_include_usage_has_no_usage_field",
+    "bootstrap_host": "test_pd_worker.py",
+    "bootstrap_port": "test_pd_worker.py",
+    "bootstrap_room": "test_pd_worker.py",
 }
 
 

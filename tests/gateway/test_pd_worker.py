@@ -1,0 +1,119 @@
+"""`--disaggregation-mode` workers in-process: the same request with SGLang's bootstrap fields,
+sent to a prefill and a decode app (as sglang-router's PD mode sends it), answers with the tokens a
+co-located server gives; the bootstrap fields are honoured only over the worker channel, only for
+a registered prefill, and refused by name everywhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fastapi.testclient import TestClient
+
+from radixgate.gateway.app import create_app
+from radixgate.gateway.config import GatewayConfig
+from radixgate.gateway.workers.pd_worker import DisaggConfig, DisaggWorker
+
+WORKER_KEY = "pd-worker-key"
+TENANT_KEY = "pd-tenant-key"
+AS_WORKER = {"Authorization": f"Bearer {WORKER_KEY}"}
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[tuple[TestClient, TestClient, DisaggWorker, DisaggWorker]]:
+    from radixgate.engine import Engine, EngineConfig
+
+    def engine() -> Engine:
+        return Engine(EngineConfig(model_path="tiny", page_size=16, max_total_tokens=8192))
+
+    prefill = DisaggWorker(engine(), DisaggConfig("prefill", bootstrap_port=0), WORKER_KEY)
+    assert prefill.prefill_side is not None
+    port = prefill.prefill_side.bootstrap_port
+    decode = DisaggWorker(engine(), DisaggConfig("decode", prefill_bootstraps=(f"127.0.0.1:{port}",)), WORKER_KEY)
+    config = GatewayConfig(api_keys={TENANT_KEY: "tenant-a"}, worker_api_key=WORKER_KEY)
+    clients = [TestClient(create_app(config, worker=w)) for w in (prefill, decode)]
+    for c in clients:
+        c.__enter__()
+    yield clients[0], clients[1], prefill, decode
+    for c in clients:
+        c.__exit__(None, None, None)
+    for w in (prefill, decode):
+        w.check_idle_invariant()
+        w.close()
+
+
+def _both(pair, path: str, body: dict) -> tuple:
+    p_client, d_client, prefill, _ = pair
+    assert prefill.prefill_side is not None
+    body = {**body, "bootstrap_host": "127.0.0.1", "bootstrap_port": prefill.prefill_side.bootstrap_port}
+    with ThreadPoolExecutor(2) as pool:
+        sent = pool.submit(p_client.post, path, json=body, headers=AS_WORKER)
+        answer = d_client.post(path, json=body, headers=AS_WORKER)
+        return sent.result(timeout=60), answer
+
+
+@pytest.mark.parametrize("path", ["/generate", "/v1/completions", "/v1/chat/completions"])
+def test_a_pd_pair_answers_as_a_colocated_server(pair, path):
+    _, d_client, _, decode = pair
+    if path == "/generate":
+        body: dict = {"text": f"PD over {path}: " + "shared words " * 40, "sampling_params": {"max_new_tokens": 8}}
+        body["sampling_params"]["temperature"] = 0.0
+    else:
+        body = {"model": "tiny", "max_tokens": 8, "temperature": 0.0}
+        if path == "/v1/completions":
+            body["prompt"] = f"PD over {path}: " + "shared words " * 40
+        else:
+            body["messages"] = [{"role": "user", "content": f"PD over {path}: " + "shared words " * 40}]
+    expected = d_client.post(path, json=body, headers=AS_WORKER)  # served in full by the decode worker
+    assert expected.status_code == 200, expected.text
+    before = decode.decode_side.num_transfers if decode.decode_side else 0
+    sent, answer = _both(pair, path, {**body, "bootstrap_room": 1000 + len(path)})
+    assert sent.status_code == 200 and answer.status_code == 200, (sent.text, answer.text)
+    assert decode.decode_side is not None and decode.decode_side.num_transfers == before + 1
+    if path == "/generate":
+        assert answer.json()["output_ids"] == expected.json()["output_ids"]
+        assert len(sent.json()["output_ids"]) == 1  # the prefill worker answers with the first token
+    else:
+        key = "text" if path == "/v1/completions" else "message"
+        assert answer.json()["choices"][0][key] == expected.json()["choices"][0][key]
+
+
+def test_bootstrap_fields_need_the_worker_key_and_a_registered_prefill(pair):
+    _, d_client, prefill, _ = pair
+    assert prefill.prefill_side is not None
+    port = prefill.prefill_side.bootstrap_port
+    body = {"text": "refused", "bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": 7}
+    as_tenant = d_client.post("/generate", json=body, headers={"Authorization": f"Bearer {TENANT_KEY}"})
+    assert as_tenant.status_code == 400 and "bootstrap_host" in as_tenant.text and "worker key" in as_tenant.text
+    elsewhere = d_client.post("/generate", json={**body, "bootstrap_host": "10.1.2.3"}, headers=AS_WORKER)
+    assert elsewhere.status_code == 400 and "not a registered prefill" in elsewhere.text
+    other_port = d_client.post("/generate", json={**body, "bootstrap_port": port + 1}, headers=AS_WORKER)
+    assert other_port.status_code == 400 and "bootstrap_host" in other_port.text
+    half = d_client.post("/generate", json={"text": "x", "bootstrap_room": 3}, headers=AS_WORKER)
+    assert half.status_code == 400 and "bootstrap_host" in half.text
+    for field, value in [("bootstrap_pair_key", "k"), ("kv_transfer_params", {"x": 1})]:
+        chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], field: value}
+        refused = d_client.post("/v1/chat/completions", json=chat, headers=AS_WORKER)
+        assert refused.status_code == 400 and field in refused.text
+
+
+def test_bootstrap_fields_on_a_colocated_server_are_a_400(client):
+    body = {"text": "x", "bootstrap_host": "127.0.0.1", "bootstrap_port": 8998, "bootstrap_room": 1}
+    answer = client.post("/generate", json=body)
+    assert answer.status_code == 400 and "disaggregation-mode" in answer.text
+
+
+def test_a_prefill_that_never_comes_is_a_clean_error_and_releases_the_pages(pair):
+    _, d_client, prefill, decode = pair
+    assert decode.decode_side is not None and prefill.prefill_side is not None
+    decode.decode_side.timeout_s = 1.0
+    try:
+        body = {"text": "lonely decode " * 20, "bootstrap_host": "127.0.0.1", "bootstrap_room": 99}
+        answer = d_client.post(
+            "/generate", json={**body, "bootstrap_port": prefill.prefill_side.bootstrap_port}, headers=AS_WORKER
+        )
+    finally:
+        decode.decode_side.timeout_s = 30.0
+    assert answer.status_code == 503 and "prefill" in answer.text
+    decode.check_idle_invariant()
