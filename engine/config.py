@@ -68,6 +68,20 @@ class EngineConfig:
     disable_radix_cache: bool = False
     # Which unlocked cached prefix leaves first when the pool is full (kvcache/eviction.py; SGLang's names).
     radix_eviction_policy: str = "lru"
+    # Request priority (SGLang's --enable-priority-scheduling): the waiting queue is ordered by
+    # priority, higher first (or lower first with schedule_low_priority_values_first, vLLM's order),
+    # and a request gains one level per `priority_aging_steps` scheduler steps it waits, so none starves.
+    # Off: a request with a priority other than 0 is refused.
+    enable_priority_scheduling: bool = False
+    schedule_low_priority_values_first: bool = False
+    priority_aging_steps: int = 32
+    # TTL pins (kvcache/pins.py): at most this fraction of the pool is pinned; 0 turns pins off
+    # (a pin asked for is then served unpinned, and the answer says so).
+    max_pinned_ratio: float = 0.25
+    # Tenant fair share (kvcache/tenant_share.py): eviction takes first from the tenants (cache
+    # salts) above their share of the cache; a tenant counts while it sent a request within the window.
+    tenant_cache_fairness: bool = False
+    tenant_active_window_s: float = 60.0
     attention_backend: str = "auto"
     random_seed: int = 0
     enable_hicache: bool = False
@@ -118,6 +132,12 @@ class EngineConfig:
             raise ValueError(
                 f"radix_eviction_policy must be one of {EVICTION_POLICIES}, got {self.radix_eviction_policy!r}"
             )
+        if not isinstance(self.priority_aging_steps, int) or self.priority_aging_steps < 1:
+            raise ValueError(f"priority_aging_steps must be an integer >= 1, got {self.priority_aging_steps!r}")
+        if not 0.0 <= self.max_pinned_ratio <= 1.0:
+            raise ValueError(f"max_pinned_ratio must be in [0, 1] (0: no pins), got {self.max_pinned_ratio}")
+        if self.tenant_active_window_s <= 0:
+            raise ValueError(f"tenant_active_window_s must be > 0, got {self.tenant_active_window_s}")
         if self.attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"attention_backend must be one of {ATTENTION_BACKENDS}, got {self.attention_backend!r}")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:

@@ -75,9 +75,7 @@ class Engine:
         self.hicache = build_hicache(config, self.pool, path) if config.enable_hicache else None
         if tp is not None and self.hicache is not None:
             attach_mirror(self.hicache, tp)  # every tier move rank 0 makes, each rank makes on its own heads
-        self.cache_manager = CacheManager(
-            num_pages, ps, self.slot_table, config.disable_radix_cache, self.hicache, config.radix_eviction_policy
-        )
+        self.cache_manager = CacheManager.from_config(config, num_pages, self.slot_table, self.hicache)
         self.kv_events = KVEventRecorder.attach(config.kv_events(), self.cache_manager.radix_cache)
         self.scheduler = Scheduler(config, self.cache_manager, frozenset(eos), self.context_len)
         self.penalties = Penalties(self.vocab_size, config.device)
@@ -113,6 +111,7 @@ class Engine:
     def validate(self, input_ids: list[int], sampling: SamplingParams) -> None:
         """Raises ValueError saying what to change; nothing is allocated."""
         check_request(input_ids, sampling, self.vocab_size, self.context_len, self.cache_manager.capacity)
+        self.scheduler.check_sampling(sampling)  # priority without priority scheduling
         if sampling.grammar_key is not None:
             self.grammars.compile(sampling.grammar_key)  # cached; compiled on the caller's thread
 
@@ -315,7 +314,7 @@ class Engine:
     def engine_stats(self) -> EngineStats:
         """The engine's counters, typed; `stats()` is their dict."""
         cm, sched, cap = self.cache_manager, self.scheduler, self.cache_manager.capacity
-        held = cap - cm.available_tokens - cm.evictable_tokens  # by running requests (SGLang's token_usage)
+        held = cap - cm.available_tokens - cm.evictable_tokens - cm.pinned_tokens  # by running requests (SGLang's)
         queries, hits = sched.prefix_cache_queries, sched.prefix_cache_hits
         dtype = self.config.kv_cache_dtype if self.config.kv_cache_dtype != "auto" else str(self.pool.dtype)
         events = self.kv_events.info(cap) if self.kv_events is not None else {"kv_events": None}
@@ -349,7 +348,7 @@ class Engine:
             prefix_cache_hits_by_tier=dict(sched.hit_tokens_by_tier),
             hicache_enabled=self.hicache is not None,
             kv_events=events.pop("kv_events"),
-            extra={**events, **tiers},  # the events' block counts, HiCache's per-tier keys
+            extra={**events, **tiers, **cm.pin_stats()},  # the events' block counts, HiCache's tiers, pins
         )
 
     def stats(self) -> dict[str, Any]:

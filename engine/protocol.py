@@ -31,6 +31,10 @@ from .sampling_fields import check_field_kinds
 
 MAX_TOP_LOGPROBS = 20  # as OpenAI's top_logprobs
 LOGPROB_FIELDS = ("return_logprob", "top_logprobs_num", "logprob_start_len")  # top level of /generate
+# Scheduling and retention, per request: also at the top level of /generate (SGLang's `priority`).
+REQUEST_FIELDS = ("priority", "cache_pins")
+TOP_LEVEL_FIELDS = (*LOGPROB_FIELDS, *REQUEST_FIELDS)
+MAX_PIN_TTL_S = 24 * 3600.0  # a pin lives at most a day (OpenAI's longest retention)
 TopLogprobs = list[tuple[int, float]]  # (token id, logprob), best first
 
 
@@ -64,9 +68,24 @@ class SamplingParams:
     # False: JSON as json.dumps writes it, one space after ':' and ',' and no newlines (a random or
     # weak model given free whitespace can emit it forever); True: any whitespace between tokens.
     json_any_whitespace: bool = False
+    # Not sampling, but per-request options that travel with it to every worker kind:
+    # `priority` (SGLang's: higher first; honoured under enable_priority_scheduling), and
+    # `cache_pins`, (prefix tokens, ttl seconds) pairs: hold that prefix of the prompt against
+    # eviction for ttl seconds, each hit restarting it (kvcache/pins.py).
+    priority: int = 0
+    cache_pins: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
+        if isinstance(self.cache_pins, list):  # JSON's lists: kept as tuples, so equal requests compare equal
+            pins = tuple(tuple(p) if isinstance(p, list) else p for p in self.cache_pins)
+            object.__setattr__(self, "cache_pins", pins)
         check_field_kinds(self)  # types, finiteness, seed range, UTF-8 text: sampling_fields.py
+        for tokens, ttl in self.cache_pins:
+            if tokens < 1 or not 0 < ttl <= MAX_PIN_TTL_S:
+                raise ValueError(
+                    f"cache_pins entries are [prefix tokens >= 1, ttl seconds in (0, {MAX_PIN_TTL_S:g}]], "
+                    f"got [{tokens}, {ttl}]"
+                )
         self._check_penalties_and_logprobs()
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
@@ -137,10 +156,12 @@ class SamplingParams:
 
     # ---- the native encoding: SGLang's /generate JSON --------------------------------------------
     def to_native(self) -> dict[str, Any]:
-        """`{"sampling_params": {...}, "return_logprob": .., "top_logprobs_num": .., "logprob_start_len": ..}`:
-        every field, the logprob ones at the top level as SGLang has them, logit_bias keys as strings."""
+        """`{"sampling_params": {...}, "return_logprob": .., "top_logprobs_num": .., "logprob_start_len": ..,
+        "priority": .., "cache_pins": [[tokens, ttl_s], ...]}`: every field, the logprob ones and the
+        request ones at the top level as SGLang has them, logit_bias keys as strings."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
-        top = {name: values.pop(name) for name in LOGPROB_FIELDS}
+        top = {name: values.pop(name) for name in TOP_LEVEL_FIELDS}
+        top["cache_pins"] = [list(p) for p in top["cache_pins"]]
         if values["logit_bias"] is not None:
             values["logit_bias"] = {str(k): v for k, v in values["logit_bias"].items()}
         return {"sampling_params": values, **top}
@@ -153,7 +174,7 @@ class SamplingParams:
         seed = values.pop("sampling_seed", None)
         if seed is not None:
             values["seed"] = seed
-        values |= {name: body[name] for name in LOGPROB_FIELDS if name in body}
+        values |= {name: body[name] for name in TOP_LEVEL_FIELDS if name in body}
         unknown = sorted(set(values) - NATIVE_FIELDS)
         if unknown:
             raise ValueError(f"unknown sampling fields {unknown}; known: {sorted(NATIVE_FIELDS)}")
@@ -211,6 +232,9 @@ class GenerateOutput:
     input_token_logprobs: list[float | None] | None = None
     input_top_logprobs: list[TopLogprobs | None] | None = None
     error: str | None = None  # with finish_reason "error": what failed (the engine went on serving)
+    # One entry per asked pin (`SamplingParams.cache_pins`), in order:
+    # {"tokens": prefix tokens pinned, "ttl_s": .., "pinned": bool, "reason": None or why not}.
+    cache_pins: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -18,6 +18,7 @@ thread, with a ValueError naming the field; it never reaches the loop):
 | `stop`      | stop                                     | None, a str or a list of str, all UTF-8-encodable |
 | `token_ids` | stop_token_ids                           | None or a list of ints in int64                   |
 | `bias`      | logit_bias                               | None or a dict int -> finite float                |
+| `pins`      | cache_pins                               | a tuple of (int prefix tokens, finite ttl s)      |
 
 Whether token ids are inside the vocabulary is checked where the vocabulary is known
 (`scheduler/request.py`'s `check_request`).
@@ -58,6 +59,8 @@ FIELD_KINDS: dict[str, str] = {
     "regex": "text",
     "ebnf": "text",
     "json_any_whitespace": "bool",
+    "priority": "int",
+    "cache_pins": "pins",
 }
 
 
@@ -135,6 +138,12 @@ def _check_one(name: str, kind: str, value: Any) -> None:
             isinstance(value, dict) and all(is_int64(k) and is_finite_number(v) for k, v in value.items())
         ):
             raise ValueError(f"{name} must map integer token ids to finite numbers, got {_shown(value)}")
+    elif kind == "pins":
+        if not (
+            isinstance(value, tuple)
+            and all(isinstance(p, tuple) and len(p) == 2 and is_int64(p[0]) and is_finite_number(p[1]) for p in value)
+        ):
+            raise ValueError(f"{name} must be a list of [prefix tokens, ttl seconds] pairs, got {_shown(value)}")
     else:
         raise AssertionError(f"unknown field kind {kind!r} for {name}")
 

@@ -25,8 +25,9 @@ Token accounting (every cached token is in exactly one column):
 
 | column          | what it holds                                   | changes when                      |
 |-----------------|-------------------------------------------------|-----------------------------------|
-| evictable_size  | tokens in nodes with lock_ref == 0              | insert (+), evict (-), unlock (+) |
-| protected_size  | tokens in nodes with lock_ref > 0               | lock (+, from evictable), unlock  |
+| evictable_size  | tokens in nodes with lock_ref == pin_ref == 0   | insert (+), evict (-), unlock (+) |
+| protected_size  | tokens in nodes with lock_ref > 0               | lock (+, from the others), unlock |
+| pinned_size     | tokens in nodes with lock_ref == 0 < pin_ref    | pin / unpin (`pins.py`), lock     |
 | host_size       | tokens with a host copy (a separate pool)       | host copy set (+) or dropped (-)  |
 
 Only nodes on the device count in evictable/protected; a locked node is always on the device.
@@ -62,9 +63,11 @@ class RadixCache:
         self.free_host_slots: Callable[[Sequence[int]], None] | None = None
         # KV events (kv_events.KVEventRecorder): told which nodes enter and leave each tier
         self.events: Any = None
+        self.pins: Any = None  # pins.PinTable, when TTL pins are on
         self.roots: dict[Hashable, TreeNode] = {}
         self.evictable_size = 0
         self.protected_size = 0
+        self.pinned_size = 0
         self.host_size = 0
         self.num_nodes = 0
         self._clock = itertools.count(1)
@@ -134,7 +137,7 @@ class RadixCache:
         assert parent is not None, "a root is never split"
         upper = TreeNode(child.key[:n], upper_slots, parent)  # depth: parent's + n
         upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
-        upper.created, upper.priority = child.created, child.priority
+        upper.created, upper.priority, upper.pin_ref = child.created, child.priority, child.pin_ref
         upper.host_lock_ref = child.host_lock_ref
         parent.children[self._child_key(upper.key)] = upper
         child.key, child.parent = child.key[n:], upper
@@ -207,7 +210,7 @@ class RadixCache:
     def inc_lock_ref(self, node: TreeNode) -> None:
         while node.parent is not None:
             if node.lock_ref == 0:
-                self.evictable_size -= len(node.key)
+                self._move_unlocked(node, -len(node.key))
                 self.protected_size += len(node.key)
             node.lock_ref += 1
             node = node.parent
@@ -218,10 +221,17 @@ class RadixCache:
         while node.parent is not None:
             assert node.lock_ref > 0, "dec_lock_ref on an unlocked node"
             if node.lock_ref == 1:
-                self.evictable_size += len(node.key)
+                self._move_unlocked(node, len(node.key))
                 self.protected_size -= len(node.key)
             node.lock_ref -= 1
             node = node.parent
+
+    def _move_unlocked(self, node: TreeNode, n: int) -> None:
+        """Adds n tokens to the column an unlocked node counts in: pinned or evictable."""
+        if node.pin_ref:
+            self.pinned_size += n
+        else:
+            self.evictable_size += n
 
     # ---- eviction -----------------------------------------------------------------------------
     def _push(self, node: TreeNode) -> None:
@@ -248,13 +258,15 @@ class RadixCache:
         return all(c.device_slots is None for c in node.children.values())
 
     def _is_evictable_leaf(self, node: TreeNode) -> bool:
-        return node.lock_ref == 0 and self._is_device_leaf(node)
+        return node.lock_ref == 0 and node.pin_ref == 0 and self._is_device_leaf(node)
 
     def evict(self, num_tokens: int) -> int:
         """Frees unlocked device leaves, smallest policy key first, until at least num_tokens are
         freed; returns tokens freed.
         A leaf that the `demote` hook copied to the host stays in the tree, host-only."""
         freed = 0
+        if self.pins is not None:
+            self.pins.expire()  # an expired pin is an ordinary node again before anything is taken
         while freed < num_tokens and self._heap:
             key, _, node = heapq.heappop(self._heap)
             if not self._is_evictable_leaf(node) or key != self._key(node):
@@ -334,9 +346,11 @@ class RadixCache:
                 node.is_evicted = True
         if self.events is not None:
             self.events.cleared()
+        if self.pins is not None:
+            self.pins.clear()
         self.roots.clear()
         self._heap.clear()
-        self.evictable_size = self.protected_size = self.num_nodes = 0
+        self.evictable_size = self.protected_size = self.pinned_size = self.num_nodes = 0
 
     def reset_namespace(self, namespace: Hashable) -> bool:
         """Drops every node of one namespace (a tenant's salt), freeing their slots; other namespaces
@@ -357,11 +371,13 @@ class RadixCache:
                 if self.events is not None:
                     self.events.removed(node)
                 self._free_slots(node.device_slots)
-                self.evictable_size -= len(node.key)
+                self._move_unlocked(node, -len(node.key))
             if node.host_slots is not None:
                 self.drop_host_slots(node)
             node.is_evicted = True  # its heap entries are now stale
         self.num_nodes -= len(nodes)
+        if self.pins is not None:
+            self.pins.clear(namespace, everything=False)
         del self.roots[namespace]
         return True
 

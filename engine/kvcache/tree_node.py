@@ -29,6 +29,7 @@ class TreeNode:
         "parent",
         "depth",
         "lock_ref",
+        "pin_ref",
         "last_access",
         "hit_count",
         "created",
@@ -51,6 +52,7 @@ class TreeNode:
         self.parent = parent
         self.depth: int = (parent.depth if parent is not None else 0) + len(key)  # tokens from the root
         self.lock_ref = 0
+        self.pin_ref = 0  # TTL pins at or below this node (kvcache/pins.py)
         self.last_access = 0
         self.hit_count = 0  # matches that reached this node
         self.created = 0  # the tree's clock when the node was inserted (fifo, filo)

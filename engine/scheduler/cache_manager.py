@@ -8,8 +8,9 @@ Every pool token is in exactly one place:
 | a running request     | (capacity - the other three)  | it is cached (tree) or released (free)      |
 | tree, unlocked        | cache.evictable_size          | locked by a match, or evicted (free)        |
 | tree, locked          | cache.protected_size          | the last request holding it releases it     |
+| tree, pinned          | cache.pinned_size             | its TTL pin expires or is released          |
 
-Idle (no running request): available + evictable + protected == capacity, nothing locked.
+Idle (no running request): available + evictable + protected + pinned == capacity, nothing locked.
 With HiCache the host and disk tiers keep their own books (see `hicache/tier_controller.py`), checked here too.
 
 A prefix found on host or disk is loaded back at admission into pages the request allocates, as
@@ -20,10 +21,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ..config import EngineConfig
 from ..hicache.storage_tier import ReadBlocks
 from ..hicache.tier_controller import TierController
 from ..kvcache.page_allocator import PageAllocator
+from ..kvcache.pins import PinTable
 from ..kvcache.radix_cache import RadixCache, TreeNode
 from ..kvcache.slot_table import SlotTable
 from .request import Req
@@ -69,8 +73,10 @@ class CacheManager:
         disable_radix_cache: bool,
         hicache: TierController | None = None,
         eviction_policy: str = "lru",
+        low_priority_values_first: bool = False,
     ):
         self.page_size = page_size
+        self.priority_sign = -1 if low_priority_values_first else 1  # the tree keeps "higher matters more"
         self.allocator = PageAllocator(num_pages, page_size)
         self.slot_table = slot_table
         self.radix_cache = None if disable_radix_cache else RadixCache(page_size, self._free_slots, eviction_policy)
@@ -80,6 +86,33 @@ class CacheManager:
         if hicache is not None:
             assert self.radix_cache is not None, "HiCache needs the radix cache"
             hicache.attach(self.radix_cache)
+        self.pins: PinTable | None = None  # TTL pins (kvcache/pins.py); set by from_config
+
+    def enable_pins(self, max_pinned_ratio: float, clock: Any = None, tenant_cap: Any = None) -> PinTable | None:
+        """TTL pins inside `max_pinned_ratio` of the pool; with HiCache a released pin is copied down first."""
+        if self.radix_cache is None:
+            return None
+        kwargs = {"clock": clock} if clock is not None else {}
+        self.pins = PinTable(self.radix_cache, int(max_pinned_ratio * self.capacity), tenant_cap=tenant_cap, **kwargs)
+        if self.hicache is not None:
+            self.pins.demote = self.hicache.backup
+        return self.pins
+
+    @classmethod
+    def from_config(
+        cls, config: EngineConfig, num_pages: int, slot_table: SlotTable, hicache: TierController | None
+    ) -> CacheManager:
+        manager = cls(
+            num_pages,
+            config.page_size,
+            slot_table,
+            config.disable_radix_cache,
+            hicache,
+            config.radix_eviction_policy,
+            config.schedule_low_priority_values_first,
+        )
+        manager.enable_pins(config.max_pinned_ratio)
+        return manager
 
     def _free_slots(self, slots: Sequence[int]) -> None:
         self.allocator.free(self.allocator.pages_of(slots))
@@ -96,6 +129,11 @@ class CacheManager:
     @property
     def protected_tokens(self) -> int:
         return self.radix_cache.protected_size if self.radix_cache else 0
+
+    @property
+    def pinned_tokens(self) -> int:
+        """Pinned tokens no request holds (a pinned prefix in use counts as protected)."""
+        return self.radix_cache.pinned_size if self.radix_cache else 0
 
     def ensure_free_pages(self, num_pages: int) -> bool:
         """Evicts unlocked cached KV if needed; True when `num_pages` can then be allocated."""
@@ -116,8 +154,10 @@ class CacheManager:
         if self.radix_cache is None:
             return PrefixHit([], None)
         key = req.fill_ids()[: req.num_matchable_tokens]
-        m = self.radix_cache.match(key, req.cache_salt)
+        m = self.radix_cache.match(key, req.cache_salt, priority=self.tree_priority(req))
         self.radix_cache.inc_lock_ref(m.node)
+        if self.pins is not None:
+            self.pins.touch(m.node)  # a hit restarts the TTL of every pin on its path
         hit = PrefixHit(m.device_slots, m.node)
         if self.hicache is not None:
             hit.host_slots, hit.host_node = m.host_slots, m.host_node
@@ -126,6 +166,10 @@ class CacheManager:
                 req.rid, key, req.cache_salt, hit.num_tokens
             )
         return hit
+
+    def tree_priority(self, req: Req) -> int:
+        """What the `priority` eviction policy keeps: the request's priority, higher meaning kept longer."""
+        return self.priority_sign * req.sampling.priority
 
     def unlock(self, hit: PrefixHit) -> None:
         if hit.node is not None:
@@ -188,7 +232,9 @@ class CacheManager:
         request's pages the tree already had (duplicate KV); returns how many tokens it had."""
         assert self.radix_cache is not None
         slots = self.slot_table.read(req.table_row(), 0, aligned)
-        existing = self.radix_cache.insert(req.fill_ids()[:aligned], slots, req.cache_salt, start=req.last_node)
+        existing = self.radix_cache.insert(
+            req.fill_ids()[:aligned], slots, req.cache_salt, start=req.last_node, priority=self.tree_priority(req)
+        )
         self.allocator.free(req.own_pages[: (existing - req.prefix_len) // self.page_size])
         return existing
 
@@ -212,6 +258,7 @@ class CacheManager:
         req.last_node, req.prefix_len = node, aligned
         if self.hicache is not None:
             self.hicache.on_insert(node)
+        self._apply_pins(req, aligned)
 
     def release(self, req: Req) -> None:
         """Finished, aborted or retracted: computed KV goes to the tree (when on), the rest is freed."""
@@ -229,6 +276,7 @@ class CacheManager:
                         self.radix_cache.match_prefix(req.fill_ids()[:aligned], req.cache_salt, count_hit=False)[1]
                     )
             self.allocator.free(req.own_pages[num_tree_pages:])
+            self._apply_pins(req, aligned)
             self.radix_cache.dec_lock_ref(req.last_node)
         else:
             self.allocator.free(req.own_pages)
@@ -236,20 +284,52 @@ class CacheManager:
         req.pool_row, req.last_node, req.own_pages = None, None, []
         req.prefix_len = req.num_allocated = req.num_computed = 0
 
+    def pin_stats(self) -> dict[str, Any]:
+        """`pinned_tokens_<tier>`, the pin count and budget (`/server_info`, `/metrics`)."""
+        if self.pins is None:
+            return {"num_pins": 0, "max_pinned_tokens": 0, "pinned_tokens_device": 0, "pinned_tokens_host": 0}
+        self.pins.expire()
+        tiers = self.pins.tokens_by_tier()
+        return {
+            "num_pins": len(self.pins),
+            "max_pinned_tokens": self.pins.max_pinned_tokens,
+            **{f"pinned_tokens_{tier}": n for tier, n in tiers.items()},
+            "num_pins_expired": self.pins.num_expired,
+            "num_pins_released_over_budget": self.pins.num_released_over_budget,
+            "num_pins_refused": self.pins.num_refused,
+        }
+
+    def _apply_pins(self, req: Req, computed: int) -> None:
+        """Pins each prefix the request asked for once its tokens are in the tree (page-aligned down);
+        `req.pin_results[i]` says what became of pin i: None while its prefix is not computed yet."""
+        for i, (tokens, ttl_s) in enumerate(req.sampling.cache_pins):
+            if req.pin_results[i] is not None:
+                continue
+            end = min(tokens, len(req.origin_input_ids))  # a pin holds part of the prompt, never the output
+            end -= end % self.page_size
+            if end == 0:
+                req.pin_results[i] = (0, ttl_s, "the prefix is shorter than a page: nothing to pin")
+            elif self.pins is None or self.radix_cache is None:
+                req.pin_results[i] = (end, ttl_s, "the radix cache is off: nothing is kept")
+            elif end <= computed:
+                node = self.radix_cache.match_prefix(req.fill_ids()[:end], req.cache_salt, count_hit=False)[1]
+                assert node.depth == end, "a computed prefix must be in the tree"
+                req.pin_results[i] = (end, ttl_s, self.pins.pin(node, ttl_s, req.cache_salt))
+
     def flush(self) -> None:
         if self.radix_cache is not None:
             self.radix_cache.reset()
 
     def check_idle_invariant(self) -> None:
-        total = self.available_tokens + self.evictable_tokens + self.protected_tokens
+        total = self.available_tokens + self.evictable_tokens + self.protected_tokens + self.pinned_tokens
         assert total == self.capacity, (
-            f"KV leak: available {self.available_tokens} + evictable "
-            f"{self.evictable_tokens} + protected {self.protected_tokens} "
-            f"!= capacity {self.capacity}"
+            f"KV leak: available {self.available_tokens} + evictable {self.evictable_tokens} + protected "
+            f"{self.protected_tokens} + pinned {self.pinned_tokens} != capacity {self.capacity}"
         )
         if self.radix_cache is not None:
             locked = [n for n in self.radix_cache.iter_nodes() if n.lock_ref != 0]
             assert not locked, f"{len(locked)} radix nodes still locked while idle"
-            assert self.radix_cache.total_size() == self.evictable_tokens, "tree size disagrees with evictable_size"
+            tree = self.radix_cache.evictable_size + self.radix_cache.pinned_size
+            assert self.radix_cache.total_size() == tree, "tree size disagrees with evictable + pinned"
         if self.hicache is not None:
             self.hicache.check_idle_invariant()

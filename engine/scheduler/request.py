@@ -55,6 +55,9 @@ class Req:
         self.status = ReqStatus.WAITING
         self.finish_reason: str | None = None
         self.times: dict[str, float] = {"arrival": time.time()}
+        self.queued_step = 0  # the scheduler step it first joined the waiting queue (priority aging)
+        # per asked pin: (prefix tokens pinned, ttl s, None or why it was not pinned); None until resolved
+        self.pin_results: list[tuple[int, float, str | None] | None] = [None] * len(sampling.cache_pins)
         # cache state; slots of fill_ids()[:num_allocated] live in row `pool_row` of the slot table
         self.pool_row: int | None = None
         self.last_node: Any = None  # radix node locked for this request's cached prefix
@@ -161,9 +164,18 @@ class Req:
             finish_reason=self.finish_reason or "abort",
             times=dict(self.times),
             cached_tokens_by_tier=dict(self.cached_tokens_by_tier),
+            cache_pins=[pin_result(r, p) for r, p in zip(self.pin_results, self.sampling.cache_pins, strict=True)],
             error=self.error,
             **logprob_fields,
         )
+
+
+def pin_result(result: tuple[int, float, str | None] | None, asked: tuple[int, float]) -> dict[str, Any]:
+    """What the answer says about one asked pin: `pinned`, and `reason` when it was not."""
+    if result is None:
+        result = (0, asked[1], "the request ended before the prefix was computed")
+    tokens, ttl_s, reason = result
+    return {"tokens": tokens, "ttl_s": ttl_s, "pinned": reason is None, "reason": reason}
 
 
 def check_request(

@@ -3,14 +3,20 @@
 Each step is either a prefill batch (new requests, or the next chunk of a long prompt) or a decode
 batch (one token for every running request). Prefill goes first, as in SGLang. Waiting requests
 are ordered by longest cached prefix (`lpm`) or arrival (`fcfs`); requests arriving together that
-share an uncached prefix are admitted one after another so the shared part is computed once."""
+share an uncached prefix are admitted one after another so the shared part is computed once.
+
+With priority scheduling, the waiting queue is ordered first by effective priority: the request's
+`priority` (negated with schedule_low_priority_values_first), plus one level for every
+`priority_aging_steps` scheduler steps it has waited. A request of priority p waiting behind a
+stream of fresh arrivals of priority q > p is ahead of every one of them once it has waited
+`(q - p) * priority_aging_steps` steps: nothing starves."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
-from ..config import EngineConfig
+from ..config import EngineConfig, SamplingParams
 from ..kvcache.radix_cache import common_prefix_len
 from .cache_manager import CacheManager
 from .request import CACHE_TIERS, Req, ReqStatus
@@ -45,6 +51,7 @@ class Scheduler:
         self.prefix_cache_queries = 0  # prompt tokens looked up in the cache
         self.prefix_cache_hits = 0  # of those, tokens found
         self.hit_tokens_by_tier = dict.fromkeys(CACHE_TIERS, 0)
+        self.num_steps = 0  # schedule() calls: the clock priority aging counts in
 
     @property
     def num_running(self) -> int:
@@ -61,10 +68,26 @@ class Scheduler:
         room = self.num_running < self.config.max_running_requests and self.cache_manager.slot_table.num_free_rows > 0
         return bool(self.waiting) and room
 
+    def check_sampling(self, sampling: SamplingParams) -> None:
+        """Raises ValueError for a request option this scheduler is not configured to honour."""
+        if sampling.priority and not self.config.enable_priority_scheduling:
+            raise ValueError(
+                f"priority={sampling.priority} needs priority scheduling: start the server with "
+                "--enable-priority-scheduling, or send priority 0 (the default)"
+            )
+
     def add(self, req: Req) -> None:
+        req.queued_step = self.num_steps + 1  # the first step that can schedule it: it has waited 0 there
         self.waiting.append(req)
 
+    def effective_priority(self, req: Req) -> int:
+        """The request's priority, higher first, raised one level per `priority_aging_steps` waited."""
+        cfg = self.config
+        base = -req.sampling.priority if cfg.schedule_low_priority_values_first else req.sampling.priority
+        return base + (self.num_steps - req.queued_step) // cfg.priority_aging_steps
+
     def schedule(self) -> Batch | None:
+        self.num_steps += 1
         batch = self._prefill_batch()
         if batch is not None and self.running and self.config.enable_mixed_chunk:
             self._add_decodes(batch)
@@ -76,17 +99,18 @@ class Scheduler:
 
     # ---- prefill ------------------------------------------------------------------------------
     def _order_waiting(self) -> None:
-        if (
-            self.config.schedule_policy == "lpm"
-            and self.cache_manager.radix_cache is not None
-            and len(self.waiting) > 1
-        ):
-            cache = self.cache_manager.radix_cache
-            lens = {}
+        if len(self.waiting) < 2:
+            return
+        cache = self.cache_manager.radix_cache
+        lens: dict[int, int] = {}
+        if self.config.schedule_policy == "lpm" and cache is not None:
             for r in self.waiting:  # a host hit counts too: loading it back beats recomputing
                 m = cache.match(r.fill_ids()[:-1], r.cache_salt)
                 lens[id(r)] = len(m.device_slots) + len(m.host_slots)
-            self.waiting.sort(key=lambda r: -lens[id(r)])  # stable: arrival order among equals
+        if self.config.enable_priority_scheduling:  # stable: arrival order among equals
+            self.waiting.sort(key=lambda r: (-self.effective_priority(r), -lens.get(id(r), 0)))
+        elif lens:
+            self.waiting.sort(key=lambda r: -lens[id(r)])
 
     def _prefill_batch(self) -> Batch | None:
         if not self.waiting and self.chunked is None:

@@ -100,7 +100,8 @@ def from_engine_error(exc: ValueError) -> APIError:
     """The engine rejects bad input with ValueError before allocating anything: that is a 400."""
     message = str(exc) or "the engine rejected the request"
     code = "context_length_exceeded" if "context" in message.lower() else "invalid_value"
-    return APIError(400, message, code=code)
+    named = re.match(r"([a-z_]+)=", message)  # "priority=3 needs ...": the field it names
+    return APIError(400, message, code=code, param=named.group(1) if named else None)
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str | None, str]:

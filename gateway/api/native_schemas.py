@@ -85,6 +85,8 @@ class MetaInfo(BaseModel):
     output_top_logprobs: list[list[list[Any]] | None] | None = None
     input_token_logprobs: list[list[Any]] | None = None
     input_top_logprobs: list[list[list[Any]] | None] | None = None
+    # with cache_ttl / cache_pins: one entry per pin (tokens, ttl_s, pinned, reason); api/retention.py
+    cache_pins: list[dict[str, Any]] | None = Field(default=None, exclude_if=lambda v: v is None)
     cache_diagnostics: CacheDiagnostics | None = Field(default=None, exclude_if=lambda v: v is None)
 
 

@@ -16,6 +16,7 @@ from ..workers.worker import MIN_TOP_P, SAMPLING_EPS
 from .errors import APIError, from_engine_error
 from .openai_schemas import ChatCompletionRequest, ChatMessage, CompletionRequest
 from .request_fields import check_fields
+from .retention import options_ttl, priority_of, retention_cap, whole_prompt_pin
 
 
 def reject_unsupported(body: ChatCompletionRequest | CompletionRequest) -> None:
@@ -64,6 +65,9 @@ def work_request(
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or ())
     top_p = 1.0 if body.top_p is None else body.top_p
     temperature = 1.0 if body.temperature is None else body.temperature
+    extra = body.model_extra or {}  # priority and the prompt-cache fields: retention.py
+    ttl = options_ttl(extra.get("prompt_cache_options"), allowed=("ttl",))
+    pins = whole_prompt_pin(ttl, len(input_ids), retention_cap(extra.get("prompt_cache_retention")))
     try:
         sampling = SamplingParams(
             max_new_tokens=max_tokens,
@@ -83,6 +87,8 @@ def work_request(
             return_logprob=logprobs[0],
             top_logprobs_num=logprobs[1],
             logprob_start_len=logprobs[2],
+            priority=priority_of(extra.get("priority")),
+            cache_pins=pins,
         )
     except ValueError as exc:
         raise from_engine_error(exc) from None

@@ -138,6 +138,7 @@ class PromptTokensDetails(BaseModel):
 
 
 class Usage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # `cache_pins` when the request asked for pins (retention.py)
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int

@@ -30,11 +30,12 @@ from ..state import AppState, state_of
 from ..tenancy.auth import WORKER_ROLE
 from ..workers.worker import normalized
 from . import bounds
+from .bootstrap_fields import with_bootstrap
 from .errors import APIError, redact
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
-from .bootstrap_fields import with_bootstrap
 from .request_fields import check_fields
+from .retention import native_pins, pins_answer, priority_of
 from .sse import DONE, ERRORS, sse, sse_response
 
 router = APIRouter()
@@ -100,7 +101,8 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
             "text": out.text,
             "output_ids": list(out.token_ids),
             "meta_info": _meta(job, len(out.token_ids), out.cached_tokens, out.finish_reason, start)
-            | _logprob_meta(job, out, texts),
+            | _logprob_meta(job, out, texts)
+            | pins_answer(out),
         }
         for job, out in zip(jobs, outs, strict=True)
     ]
@@ -179,9 +181,11 @@ def _work(
     """The native encoding as it is: `SamplingParams.from_native`, then choice `index`'s seed and the
     normalized output constraint."""
     sp = body.sampling_params
-    native = {name: getattr(body, name) for name in LOGPROB_FIELDS}
+    native: dict[str, Any] = {name: getattr(body, name) for name in LOGPROB_FIELDS}
     if not body.return_logprob:
         native |= {"top_logprobs_num": 0, "logprob_start_len": -1}
+    extra = body.model_extra or {}  # priority and pins: retention.py
+    native |= {"priority": priority_of(extra.get("priority")), "cache_pins": native_pins(extra, len(input_ids))}
     declared = set(type(sp).model_fields) - {"n"}  # extras are neutral values of refused fields
     values = sp.model_dump(include=declared) | (constraint.fields() if (constraint := constraint_of(sp)) else {})
     if values.get("sampling_seed") is None:
@@ -239,7 +243,7 @@ async def _generate_stream(
                     jobs[i], len(ids[i]), out.cached_tokens if out else 0, out.finish_reason if out else None, start
                 )
                 if out is not None:
-                    meta |= _logprob_meta(jobs[i], out, texts)
+                    meta |= _logprob_meta(jobs[i], out, texts) | pins_answer(out)
                 elif jobs[i].request.sampling.return_logprob and delta.token_logprobs is not None:
                     logprobs[i] += delta.token_logprobs
                     tops[i] += delta.top_logprobs or []

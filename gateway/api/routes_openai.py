@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from functools import partial
+from types import SimpleNamespace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -39,6 +40,7 @@ from .openai_schemas import (
     ModelList,
     usage,
 )
+from .retention import pins_answer
 from .sse import DONE, ERRORS, sse, sse_response
 
 router = APIRouter()
@@ -70,7 +72,7 @@ def _usage_of(outputs: list[GenerateOutput]) -> dict[str, Any]:
         sum(o.prompt_tokens for o in outputs),
         sum(len(o.token_ids) for o in outputs),
         sum(o.cached_tokens for o in outputs),
-    ).model_dump()
+    ).model_dump() | pins_answer(SimpleNamespace(cache_pins=[p for o in outputs for p in o.cache_pins]))
 
 
 @router.post("/v1/chat/completions", response_model=ChatCompletionResponse, responses=ERRORS)

@@ -85,6 +85,12 @@ class EngineCollector(Collector):
         for key in ("available_tokens", "evictable_tokens", "protected_tokens"):
             if key in s:
                 yield self._gauge(f"radixgate:kv_{key}", f"KV pool accounting: {key.replace('_', ' ')}.", s[key])
+        pinned = GaugeMetricFamily(
+            "radixgate:pinned_tokens", "KV tokens held by TTL pins, by tier (kvcache/pins.py).", labels=["tier"]
+        )
+        for tier in ("device", "host"):
+            pinned.add_metric([tier], float(s.get(f"pinned_tokens_{tier}", 0)))
+        yield pinned
         for key, value in sorted(s.items()):  # HiCache's tier sizes and traffic, when it is on
             if key.startswith("hicache_") and isinstance(value, (int, float)) and not isinstance(value, bool):
                 yield self._gauge(f"radixgate:{key}", f"HiCache: {key[len('hicache_') :].replace('_', ' ')}.", value)

@@ -39,6 +39,14 @@ DOCUMENTED = {
     "cache_hit_tokens_remote",
     "hicache_enabled",
     "kv_events",
+    # TTL pins (kvcache/pins.py)
+    "num_pins",
+    "max_pinned_tokens",
+    "pinned_tokens_device",
+    "pinned_tokens_host",
+    "num_pins_expired",
+    "num_pins_released_over_budget",
+    "num_pins_refused",
 }
 
 

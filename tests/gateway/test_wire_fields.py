@@ -52,6 +52,7 @@ HONOURED_IN = {
         "store": "test_responses_store.py::test_store_false_keeps_nothing",
         "metadata": RESPONSES + "::test_string_and_item_inputs_with_instructions",
         "prompt_cache_options": RESPONSES + "::test_prompt_cache_fields",
+        "prompt_cache_retention": "test_retention_routes.py::test_each_api_pins_what_it_marks_and_says_so",
     },
 }
 HONOURED_IN["/v1/messages/count_tokens"] = HONOURED_IN["/v1/messages"]

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from radixgate.engine.protocol import LOGPROB_FIELDS, GenerateRequest, SamplingParams
+from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateRequest, SamplingParams
 from radixgate.gateway.api.errors import APIError
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
@@ -47,6 +47,8 @@ EXAMPLES: dict[str, Any] = {
     "regex": "a+",
     "ebnf": 'root ::= "a"',
     "json_any_whitespace": True,
+    "priority": 2,
+    "cache_pins": ((4, 60.0),),
 }
 
 
@@ -68,7 +70,7 @@ def test_every_field_round_trips_through_the_native_encoding_and_the_radixgate_b
         body = json.loads(json.dumps(worker.body(GenerateRequest("r", [1, 2], sampling))))
         assert SamplingParams.from_native(body) == sampling, name
     native = SamplingParams().to_native()
-    assert set(native) == {"sampling_params", *LOGPROB_FIELDS}  # SGLang's places: logprobs at the top
+    assert set(native) == {"sampling_params", *TOP_LEVEL_FIELDS}  # SGLang's places: logprobs, priority at the top
 
 
 def test_an_openai_worker_sends_each_field_or_declares_it_unsupported() -> None:
@@ -174,7 +176,7 @@ def test_the_native_field_catalog_honours_every_sampling_field() -> None:
     from radixgate.gateway.api.request_fields import GENERATE_FIELDS, HONOURED, SAMPLING_PARAMS_FIELDS
 
     for name, sampling in _one_field_set():
-        table = GENERATE_FIELDS if name in LOGPROB_FIELDS else SAMPLING_PARAMS_FIELDS
+        table = GENERATE_FIELDS if name in TOP_LEVEL_FIELDS else SAMPLING_PARAMS_FIELDS
         where = "sampling_params" if table is SAMPLING_PARAMS_FIELDS else None
         assert table[name].status == HONOURED, name
         assert name in (sampling.to_native()[where] if where else sampling.to_native()), name

@@ -37,6 +37,7 @@ class Sampling:
     top_p: float | None = None
     top_k: int | None = None
     stop: tuple[str, ...] = ()
+    pins: tuple[tuple[int, float], ...] = ()  # (prefix tokens, ttl s): retention.py
 
     def params(self) -> SamplingParams:
         temperature = 1.0 if self.temperature is None else self.temperature
@@ -48,6 +49,7 @@ class Sampling:
                 top_p=max(top_p, MIN_TOP_P),
                 top_k=-1 if self.top_k is None else self.top_k,
                 stop=list(self.stop) or None,
+                cache_pins=self.pins,
             )
         except ValueError as exc:
             raise from_engine_error(exc) from None

@@ -62,6 +62,7 @@ class CacheCreation(BaseModel):
 
 
 class MessagesUsage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # `cache_pins` for requests with cache_control (retention.py)
     """`input_tokens + cache_read_input_tokens + cache_creation_input_tokens` is the prompt."""
 
     input_tokens: int

@@ -52,6 +52,7 @@ class OutputTokensDetails(BaseModel):
 
 
 class ResponseUsage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # `cache_pins` with prompt_cache_options.ttl (retention.py)
     """As the openai package types it: `input_tokens` counts the cached ones too."""
 
     input_tokens: int

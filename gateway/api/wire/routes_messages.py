@@ -31,6 +31,7 @@ from ...state import AppState, state_of
 from .. import bounds
 from ..errors import APIError
 from ..request_fields import check_fields
+from ..retention import breakpoint_pins, pins_answer
 from ..sse import SSE_HEADERS
 from .answer import (
     Block,
@@ -122,7 +123,10 @@ async def create_message(body: MessagesRequest, request: Request) -> Any:
     """Anthropic's Messages API over the chat path; `stream` sends Anthropic's event sequence."""
     state = state_of(request)
     prompt = await _prompt(state, body, "/v1/messages")
-    sampling = Sampling(body.max_tokens, body.temperature, body.top_p, body.top_k, tuple(body.stop_sequences or ()))
+    pins = breakpoint_pins(prompt.marks, [p.ttl for p in prompt.points])  # each breakpoint's prefix, its ttl
+    sampling = Sampling(
+        body.max_tokens, body.temperature, body.top_p, body.top_k, tuple(body.stop_sequences or ()), pins
+    )
     constraint = output_constraint(prompt.fmt, prompt.plan, "output_config.format")
     job = await prepare_job(
         request,
@@ -206,7 +210,8 @@ class MessageWriter:
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": stop_sequence,
-            "usage": self.usage(output.prompt_tokens, output.cached_tokens, len(output.token_ids)),
+            "usage": self.usage(output.prompt_tokens, output.cached_tokens, len(output.token_ids))
+            | pins_answer(output),
         }
         if (diagnostics := self.diagnostics()) is not None:
             body["diagnostics"] = diagnostics

@@ -31,6 +31,7 @@ from ...state import AppState, state_of
 from ...tenancy.response_store import ResponseStore, StoredResponse
 from ..errors import APIError
 from ..request_fields import check_fields
+from ..retention import options_ttl, pins_answer, retention_cap, whole_prompt_pin
 from ..sse import ERRORS, sse_response
 from .answer import (
     Block,
@@ -64,20 +65,12 @@ def check_prompt_cache(body: ResponsesRequest) -> bool:
         param = f"prompt_cache_options.{key}"
         if key == "mode" and value not in (None, "implicit"):
             raise APIError(400, f"'{param}': only 'implicit' (the whole prompt is cached) is served", param=param)
-        if key == "ttl" and value is not None:
-            raise APIError(
-                400,
-                f"'{param}': cache pins are not implemented; the cache keeps prefixes by LRU and cannot promise "
-                "a minimum lifetime; leave ttl out",
-                param=param,
-                code="unsupported_parameter",
-            )
         if key == "comparison_response_id" and not isinstance(value, (str, type(None))):
             raise APIError(400, f"'{param}' must be a response id", param=param)
         if key not in ("mode", "ttl", "comparison_response_id"):
             raise APIError(400, f"'{param}' is not a field of prompt_cache_options", param=param)
-    if body.prompt_cache_retention not in (None, "in_memory", "24h"):
-        raise APIError(400, "'prompt_cache_retention' must be 'in_memory' or '24h'", param="prompt_cache_retention")
+    retention_cap(body.prompt_cache_retention)  # a 400 naming it unless in_memory or 24h
+    options_ttl(options)  # a 400 naming ttl and its forms when it is not one
     return options.get("comparison_response_id") is not None
 
 
@@ -114,7 +107,14 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
         endpoint="responses",
         rid=response_id,
         input_ids=input_ids,
-        sampling=Sampling(max_tokens, body.temperature, body.top_p),
+        sampling=Sampling(
+            max_tokens,
+            body.temperature,
+            body.top_p,
+            pins=whole_prompt_pin(
+                options_ttl(body.prompt_cache_options), len(input_ids), retention_cap(body.prompt_cache_retention)
+            ),
+        ),
         tags=RequestTags.from_metadata(body.metadata),
         constraint=output_constraint(fmt, plan, "text.format"),
         route_hint=body.prompt_cache_key or (body.metadata or {}).get(STATIC_PREFIX_HASH),
@@ -229,7 +229,7 @@ class ResponseWriter:
         """The finished body, kept in the store unless `store: false`."""
         ids = ids or [_item_id(b) for b in blocks]
         items = [_item(b, i, done=True) for b, i in zip(blocks, ids, strict=True)]
-        usage = response_usage(output.prompt_tokens, output.cached_tokens, len(output.token_ids))
+        usage = response_usage(output.prompt_tokens, output.cached_tokens, len(output.token_ids)) | pins_answer(output)
         body = self.response("incomplete" if reason == "length" else "completed", items, usage)
         if self.body.store is not False:
             text = "".join(b.text for b in blocks if b.kind == "text")

@@ -1,4 +1,7 @@
-"""The radix cache against a plain reference model, plus focused unit tests."""
+"""The radix cache against a plain reference model, plus focused unit tests. The machine also pins
+prefixes (kvcache/pins.py, on an injected clock): a pinned page is never evicted, a hit restarts its
+TTL, and an expired pin leaves its pages evictable again, with the tree's columns (evictable,
+protected, pinned) adding up throughout."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from radixgate.engine.kvcache.eviction import EVICTION_POLICIES, SLRU_PROTECTED_HITS
+from radixgate.engine.kvcache.pins import PinTable
 from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
 
 # Each policy's key over the reference's per-page books: (last touch, hits, creation, priority).
@@ -106,7 +110,9 @@ class RadixMachine(RuleBasedStateMachine):
         super().__init__()
         self.page_size = 1
         self.freed: list[int] = []
-        self.cache = RadixCache(self.page_size, self.freed.extend, self.policy)
+        self.now = 0.0
+        self._new_cache()
+        self.pins_ref: dict[tuple, tuple[float, float]] = {}  # (namespace, prefix) -> (ttl, expires)
         self.ref: dict[tuple, int] = {}
         self.ref_time: dict[tuple, int] = {}
         self.ref_hits: Counter = Counter()
@@ -121,7 +127,14 @@ class RadixMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.ref and not self.locked)
     def choose_page_size(self, page_size):
         self.page_size = page_size
-        self.cache = RadixCache(page_size, self.freed.extend, self.policy)
+        self._new_cache()
+
+    def _new_cache(self):
+        self.cache = RadixCache(self.page_size, self.freed.extend, self.policy)
+        self.pins = PinTable(self.cache, 10**9, clock=lambda: self.now)
+
+    def _is_pinned(self, p) -> bool:
+        return any(q[0] == p[0] and q[1][: len(p[1])] == p[1] for q in self.pins_ref)
 
     def _ref_match(self, ns, key) -> int:
         n, ps = 0, self.page_size
@@ -149,6 +162,7 @@ class RadixMachine(RuleBasedStateMachine):
             p
             for p in contents
             if self.lock_count[p] == 0
+            and not self._is_pinned(p)
             and not any(q[0] == p[0] and len(q[1]) > len(p[1]) and q[1][: len(p[1])] == p[1] for q in contents)
         ]
 
@@ -185,6 +199,10 @@ class RadixMachine(RuleBasedStateMachine):
         n = self._ref_match(ns, key)
         assert slots == [s for j in self._pages(n) for s in self.ref[(ns, tuple(key[:j]))]]
         self._touch(ns, key, n, priority, hit=True)
+        self.pins.touch(node)  # a hit restarts the TTL of every pin on its path, as the engine's match does
+        for q, (ttl, _) in list(self.pins_ref.items()):
+            if q[0] == ns and len(q[1]) <= n and tuple(key[: len(q[1])]) == q[1]:
+                self.pins_ref[q] = (ttl, self.now + ttl)
         if lock and n:
             self.cache.inc_lock_ref(node)
             self.locked.append((node, ns, tuple(key[:n])))
@@ -199,10 +217,28 @@ class RadixMachine(RuleBasedStateMachine):
         for j in self._pages(len(prefix)):
             self.lock_count[(ns, prefix[:j])] -= 1
 
+    @rule(ns=namespaces, key=keys, ttl=st.sampled_from([1.0, 5.0]))
+    def pin(self, ns, key, ttl):
+        m = self.cache.match(key, ns, count_hit=False)
+        n = self._ref_match(ns, key)
+        self._touch(ns, key, n)
+        if n == 0:
+            return
+        assert self.pins.pin(m.node, ttl, ns) is None
+        q = (ns, tuple(key[:n]))
+        old_ttl, old_expires = self.pins_ref.get(q, (0.0, 0.0))
+        self.pins_ref[q] = (max(old_ttl, ttl), max(old_expires, self.now + ttl))
+
+    @rule(dt=st.sampled_from([0.5, 2.0, 6.0]))
+    def tick(self, dt):
+        self.now += dt
+        self.pins.expire()
+        self.pins_ref = {q: v for q, v in self.pins_ref.items() if v[1] > self.now}
+
     @rule(num_tokens=st.integers(1, 6))
     def evict(self, num_tokens):
         before = dict(self.ref)
-        evictable = sum(1 for p in before if self.lock_count[p] == 0)
+        evictable = sum(1 for p in before if self.lock_count[p] == 0 and not self._is_pinned(p))
         leaves_before = set(self._evictable_leaves(before))
         n_freed_before = len(self.freed)
         freed = self.cache.evict(num_tokens)
@@ -212,6 +248,7 @@ class RadixMachine(RuleBasedStateMachine):
         ps = self.page_size
         assert freed == ps * len(removed) >= min(num_tokens, ps * evictable)
         assert all(self.lock_count[p] == 0 for p in removed), "evicted a locked prefix"
+        assert not any(self._is_pinned(p) for p in removed), "evicted a pinned prefix"
         assert sorted(self.freed[n_freed_before:]) == sorted(s for p in removed for s in before[p])
         # Every leaf left was in the heap while each removed page was taken: none has a smaller key.
         # Under a monotone policy that also holds for leaves the eviction itself exposed.
@@ -237,8 +274,12 @@ class RadixMachine(RuleBasedStateMachine):
         total = self.cache.total_size()
         assert total == self.page_size * len(self.ref)
         assert dict(self._real_contents()) == self.ref
-        assert self.cache.evictable_size + self.cache.protected_size == total
-        assert self.cache.protected_size == self.page_size * sum(1 for p in self.ref if self.lock_count[p] > 0)
+        cache, ps = self.cache, self.page_size
+        assert cache.evictable_size + cache.protected_size + cache.pinned_size == total
+        assert cache.protected_size == ps * sum(1 for p in self.ref if self.lock_count[p] > 0)
+        pinned = [p for p in self.ref if self._is_pinned(p)]
+        assert cache.pinned_size == ps * sum(1 for p in pinned if self.lock_count[p] == 0)
+        assert self.pins.num_pinned_tokens == ps * len(pinned) and len(self.pins) == len(self.pins_ref)
         assert len(self.freed) == len(set(self.freed)), "a slot was freed twice"
 
 
