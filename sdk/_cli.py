@@ -16,6 +16,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "offline"): ("radixgate.bench.offline", "benchmark the engine in-process (radix cache vs none vs HF)"),
     ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
     ("bench", "roofline"): ("radixgate.bench.roofline", "prefill and decode as a fraction of this machine's roofline"),
+    ("bench", "pd-transfer"): ("radixgate.bench.pd_transfer", "KV transfer speed of the P/D backends vs plain copies"),
     ("bench", "mixed-chunk"): ("radixgate.bench.mixed_chunk", "stream latency as long prompts arrive, mixed or not"),
     ("bench", "router"): ("radixgate.bench.router", "routing policies over local workers: hit rate vs ideal, req/s"),
     ("bench", "ray"): ("radixgate.bench.ray", "the router workload on Ray Serve replicas beside local workers"),

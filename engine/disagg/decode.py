@@ -155,6 +155,7 @@ class DecodeSide:
             except TransferError as e:
                 raise HandshakeError(str(e)) from e
             receiver = self.backend.receiver(sock, total)
+            completed = False
             try:
                 digest = tokens_digest(req.origin_input_ids, req.cache_salt)
                 send_msg(
@@ -186,9 +187,13 @@ class DecodeSide:
                 if message["op"] != "done" or received != total:
                     raise TransferError(f"the transfer ended after {received} of {total} bytes")
                 send_msg(sock, {"op": "ack"})
+                completed = True
             finally:
-                receiver.close()
+                receiver.close(reuse=completed)
         return int(message["first_token"]), kv, str(message.get("finish", "length"))
+
+    def close(self) -> None:
+        self.backend.close()
 
     def generate(
         self,

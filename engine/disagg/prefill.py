@@ -159,3 +159,4 @@ class PrefillSide:
     def close(self) -> None:
         self.engine.cache_manager.before_release = None
         self.server.close()
+        self.backend.close()

@@ -135,6 +135,8 @@ class DisaggWorker(LocalWorker):
     def close(self) -> None:
         if self.prefill_side is not None:
             self.prefill_side.close()
+        if self.decode_side is not None:
+            self.decode_side.close()
         super().close()
 
 

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from radixgate.bench.pd_transfer import prompts_32
 from radixgate.engine import SamplingParams
 from radixgate.engine.disagg.decode import DecodeSide
 from radixgate.engine.disagg.layout import HandshakeError, KVLayout, TransferError
@@ -18,17 +19,6 @@ from radixgate.engine.disagg.transfer import TcpBackend, TcpReceiver, TcpSender
 
 KEY = b"worker-key-for-tests"
 GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
-
-
-def prompts_32(seed: int = 0) -> list[list[int]]:
-    """4 shared system prefixes x 7 questions, a long prompt that prefills in chunks, 3 unique."""
-    rng = random.Random(seed)
-    tok = lambda n: [rng.randrange(1000, 60000) for _ in range(n)]  # noqa: E731
-    systems = [tok(n) for n in (40, 75, 120, 33)]
-    out = [s + tok(rng.randrange(3, 30)) for s in systems for _ in range(7)]
-    out.append(systems[1] + tok(600))  # chunked: chunked_prefill_size is 128 below
-    out += [tok(rng.randrange(5, 60)) for _ in range(3)]
-    return out
 
 
 def run_pd(prefill: PrefillSide, decode: DecodeSide, room: int, ids: list[int], sampling=GREEDY):
@@ -44,17 +34,21 @@ def run_pd(prefill: PrefillSide, decode: DecodeSide, room: int, ids: list[int], 
 @pytest.fixture
 def pd(make_engine):
     sides: list[PrefillSide] = []
+    decodes: list[DecodeSide] = []
 
     def build(prefill_kwargs=None, decode_kwargs=None, backend="tcp", decode_backend=None, **common):
         common.setdefault("chunked_prefill_size", 128)
         p = PrefillSide(make_engine(**common, **(prefill_kwargs or {})), KEY, backend)
         sides.append(p)
         d = DecodeSide(make_engine(**common, **(decode_kwargs or {})), KEY, decode_backend or backend, timeout_s=10)
+        decodes.append(d)
         return p, d
 
     yield build
     for side in sides:
         side.close()
+    for d in decodes:
+        d.close()
 
 
 @pytest.mark.parametrize(
@@ -128,7 +122,7 @@ class _FaultySender(TcpSender):
         super().__init__(sock)
         self.fault, self.num_put = fault, 0
 
-    def put(self, offset, data, crc):
+    def put(self, offset, data, digest):
         self.num_put += 1
         if self.num_put == 2 and self.fault == "die":
             self.sock.shutdown(2)  # the prefill worker is gone mid-transfer
@@ -137,7 +131,7 @@ class _FaultySender(TcpSender):
             data = bytearray(data)
             data[5] ^= 0xFF
             data = memoryview(data)
-        super().put(offset, data, crc)
+        super().put(offset, data, digest)
 
 
 class _FaultyBackend(TcpBackend):
