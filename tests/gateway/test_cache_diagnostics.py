@@ -61,7 +61,7 @@ class Gateway:
         return r.json()
 
     def chat(self, messages: list[dict[str, Any]], previous: str | None = None, **extra: Any) -> dict[str, Any]:
-        body = {"model": "tiny", "messages": messages, "max_tokens": 8, "temperature": 1.0, "seed": 7}
+        body = {"model": "tiny", "messages": messages, "max_tokens": 4, "temperature": 1.0, "seed": 7}
         return self.post(
             "/v1/chat/completions", body | {"cache_diagnostics": {"previous_response_id": previous}} | extra
         )
@@ -107,7 +107,7 @@ def uid() -> str:
     return uuid.uuid4().hex[:10]
 
 
-def system(tag: str, sentences: int = 40) -> str:
+def system(tag: str, sentences: int = 30) -> str:
     return " ".join(f"[{tag}] Rule {i} of the assistant stays fixed." for i in range(sentences))
 
 
@@ -285,7 +285,7 @@ def test_history_rerendered_without_keeping_and_kept_with_it(paged_worker: Local
 def test_streaming_and_several_choices(gateway: Gateway) -> None:
     text = system(f"stream-{uid()}")
     first = gateway.chat([{"role": "system", "content": text}, {"role": "user", "content": "hi"}])
-    changed = [{"role": "system", "content": text.replace("Rule 30", "RULE 30")}, {"role": "user", "content": "hi"}]
+    changed = [{"role": "system", "content": text.replace("Rule 20", "RULE 20")}, {"role": "user", "content": "hi"}]
     body = {
         "model": "tiny",
         "messages": changed,
@@ -309,7 +309,7 @@ def test_streaming_and_several_choices(gateway: Gateway) -> None:
             assert miss["type"] == "system_changed"
             assert miss["diverged_at_token"] == first_difference(sent, gateway.received(first["id"]))
     assert any(d["cache_miss_reason"] is not None for d in finishing.values())
-    changed[0]["content"] = text.replace("Rule 31", "RULE 31")
+    changed[0]["content"] = text.replace("Rule 21", "RULE 21")
     whole = gateway.chat(changed, first["id"], n=2)
     reasons = [c["cache_diagnostics"]["cache_miss_reason"] for c in whole["choices"]]
     assert whole["cache_diagnostics"] == whole["choices"][0]["cache_diagnostics"]
