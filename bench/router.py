@@ -4,6 +4,7 @@ the working set, on one seeded workload, with the hit rate an ideal cache would 
     radixgate bench router --workers 2
     radixgate bench router --workers 4 --skew
     radixgate bench router --workers 2 --simulate    # seconds: LRU radix caches, no servers
+    radixgate bench router --preset heldout-16x12 --against sglang-router   # router_peer.py
 
 It starts N `radixgate serve` workers (tiny model, `--max-total-tokens` = pool fraction x working
 set) and, per policy, a front gateway in front of them (`--worker`, two tenant keys); workers'
@@ -29,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import secrets
 import sys
 import threading
 import time
@@ -54,6 +56,8 @@ from .router_workload import (  # noqa: F401  (bench ray uses them from here)
 ADMIN_KEY = "bench-admin"
 WORKER_KEY = "bench-worker-key"
 SAMPLE_S = 0.01
+# One cache secret for workers and fronts: KV events' hashes are keyed by it (else they never match).
+SECRET_ENV = {"RADIXGATE_CACHE_SECRET": secrets.token_hex(16)}
 
 
 @dataclass
@@ -198,7 +202,7 @@ def run_policy(
     front_args += ["--router-policy", policy]
     for url in worker_urls:
         front_args += ["--worker", url]
-    with ServerProcess(front_args, env={"RADIXGATE_NUM_THREADS": "1"}) as front:
+    with ServerProcess(front_args, env={"RADIXGATE_NUM_THREADS": "1", **SECRET_ENV}) as front:
         sampler = InflightSampler(front.base_url)
         sampler.start()
         sent, results, wall = asyncio.run(drive(front.base_url, sessions, args.concurrency, args.max_tokens, tokenizer))
@@ -296,6 +300,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if any(a.split("=")[0] in ("--preset", "--against") for a in argv):  # the preset family (router_peer.py)
+        from .router_peer import main as peer_main
+
+        return peer_main(argv)
     args = _parser().parse_args(argv)
     args.concurrency = args.concurrency or 4 * args.workers
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -345,7 +354,7 @@ def run_local(
         worker_args = ["--max-total-tokens", str(pool), "--worker-api-key", WORKER_KEY, "--enable-debug-endpoints"]
         if getattr(args, "events", False):
             worker_args.append("--enable-kv-events")
-        env = {"RADIXGATE_NUM_THREADS": "1"}
+        env = {"RADIXGATE_NUM_THREADS": "1", **SECRET_ENV}
         servers = [ServerProcess(worker_args, env=env) for _ in range(args.workers)]
         try:
             for server in servers:

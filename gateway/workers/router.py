@@ -5,21 +5,30 @@ routed there (it never sees an engine's evictions, so it models each pool as an 
 pool's capacity). Prefixes are chains of hashed blocks seeded with the tenant's cache salt, so a
 prefix routed under one salt is never a hit for another, as in the salted engine.
 
-`cache_aware` picks the worker with the lowest expected cost = prompt tokens it would prefill
-+ the tokens it already has in flight (prefill still to do + tokens to decode) - `affinity` x the
-prefix the router sent there before. The affinity keeps a session's turns and a template's
-sessions on one worker, so that under pool pressure each template is cached once, the templates
-partitioned across the workers, instead of copied onto several (with exact KV-event indexes two
-workers often both hold a hot template; without it, load alone would split its sessions). A guard
-keeps a hot prefix from piling onto one worker: a worker more than `balance_slack` requests above
-the least busy one is not a candidate. `route_hint` (OpenAI's `prompt_cache_key`, the SDK's
-`static_prefix_hash`) sends a prefix no worker holds yet to where that hint went before.
-The defaults (slack 3, affinity 2) come from `radixgate bench router --simulate` (docs/gateway.md).
+`cache_aware` scores each worker from what the workers say: the prefix it holds (exact from its KV
+events when in sync, else the guess), its pool size (from `/server_info`) and the load the router
+has in flight there. One score, in prefill-token times: prompt tokens it would prefill + the queue
+ahead of the request (tokens to prefill and decode there + `overhead_tokens` per request) +
+`affinity` x the tokens of the prefix some other worker holds, or was sent before, that this one
+does not (copying a prefix onto a second full pool evicts what would be hit later). A prefix's home
+(where the router sent it) is remembered for `home_factor` pools' worth of blocks, longer than any
+pool keeps it, so a prefix that every worker evicted goes back to the same one. A prefix that no
+worker holds or was sent for as much as `new_prefix_share` of the prompt is new: it goes, among the
+workers whose queue is within the request's own prefill of the shortest, to the one with the least
+content recently placed on it for its pool size (tokens sent there to be computed, decaying as the
+pools turn over), so prefixes partition across the workers instead of every worker caching the hot
+ones. Affinity holds under load imbalance up to what the copy would cost; a hard guard remains: a
+worker more than `balance_slack` requests above the least busy one is not a candidate.
+`route_hint` (OpenAI's `prompt_cache_key`, the SDK's `static_prefix_hash`) sends a prefix no worker
+holds yet to where that hint went before. The weights (affinity 8, slack 12, 64 tokens a request)
+come from the TUNING presets of `radixgate bench router --preset tuning --simulate` only
+(`bench/router_presets.py`, docs/gateway.md).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +99,7 @@ class Candidate:
     num_tokens: int = 0  # of those: prompt tokens to prefill + tokens to decode
     # The worker's exact cache from its KV events (kv_index.KVEventIndex), when it publishes them.
     exact: Any = None
+    placed: float = 0.0  # tokens the router recently sent here to be computed (decays as pools turn over)
 
     def matched_tokens(self, input_ids: Sequence[int], cache_salt: str | None, hashes: Sequence[int]) -> int:
         """The prefix the worker holds: exact while its KV-event index is in sync, else the guess."""
@@ -113,11 +123,15 @@ class Router:
 
     policy: str = "cache_aware"
     block_tokens: int = BLOCK_TOKENS
-    balance_slack: int = 3
-    affinity: float = 2.0  # cost credit per token of the prefix the router sent to a worker before
+    balance_slack: int = 12
+    affinity: float = 8.0  # cost per token of a prefix another worker holds, copied here onto a full pool
+    new_prefix_share: float = 0.5  # below this share of the prompt held anywhere, the prefix is new: partition
+    overhead_tokens: int = 64  # a request's fixed cost in the queue, in prefill-token times
     max_hints: int = 100_000
     _counter: itertools.count = field(default_factory=itertools.count)
     _hints: OrderedDict[tuple[str | None, str], str] = field(default_factory=OrderedDict)
+    home_factor: int = 8  # a prefix's home outlives its KV: remembered for this many pools' worth of blocks
+    _homes: dict[str, PrefixIndex] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -134,9 +148,10 @@ class Router:
         assert candidates, "choose needs at least one candidate"
         hashes = block_hashes(input_ids, cache_salt, self.block_tokens)
         matched = {c.worker_id: c.matched_tokens(input_ids, cache_salt, hashes) for c in candidates}
-        # Where the router sent this prefix before; with exact indexes, this keeps a prefix that every
-        # worker evicted going back to one worker instead of being copied onto several.
-        routed = {c.worker_id: c.index.match(hashes) * self.block_tokens for c in candidates}
+        # Where the router sent this prefix before (its home, kept longer than any pool keeps it): a
+        # prefix that every worker evicted goes back to one worker instead of being copied onto several.
+        homes = [self._home(c) for c in candidates]
+        routed = {c.worker_id: h.match(hashes) * self.block_tokens for c, h in zip(candidates, homes, strict=True)}
         if self.policy == "round_robin":
             chosen = candidates[next(self._counter) % len(candidates)]
         elif self.policy == "least_load":
@@ -144,6 +159,7 @@ class Router:
         else:
             chosen = self._cache_aware(candidates, matched, routed, len(input_ids), cache_salt, route_hint)
         chosen.index.record(hashes, cache_salt)
+        self._home(chosen).record(hashes, cache_salt)
         if route_hint is not None:
             self._hints[(cache_salt, route_hint)] = chosen.worker_id
             self._hints.move_to_end((cache_salt, route_hint))
@@ -166,21 +182,51 @@ class Router:
     ) -> Candidate:
         least = min(c.num_requests for c in candidates)
         allowed = [c for c in candidates if c.num_requests <= least + self.balance_slack]
-        if not any(matched[c.worker_id] for c in allowed):
-            matched = routed  # no worker holds it: go where it went before
-        if route_hint is not None and not any(matched[c.worker_id] for c in allowed):
+        held = {c.worker_id: max(matched[c.worker_id], routed[c.worker_id]) for c in candidates}
+        best = max(held[c.worker_id] for c in allowed)
+        if route_hint is not None and best == 0:
             hinted = self._hints.get((cache_salt, route_hint))
             for c in allowed:
                 if c.worker_id == hinted:
-                    return c
-        return min(
-            allowed,
-            key=lambda c: (
-                num_tokens - matched[c.worker_id] + c.num_tokens - self.affinity * routed[c.worker_id],
-                c.num_requests,
-            ),
-        )
+                    return self._placed(candidates, c, num_tokens - matched[c.worker_id])
+        if best < self.new_prefix_share * num_tokens:
+            # A new prefix: to the worker with the least recently placed content for its pool, so that
+            # prefixes partition across the workers instead of every worker caching the hot ones.
+            # Among the workers whose queue is within this request's own prefill of the shortest.
+            load = {c.worker_id: c.num_tokens + self.overhead_tokens * c.num_requests for c in allowed}
+            shortest = min(load.values())
+            near = [c for c in allowed if load[c.worker_id] <= shortest + num_tokens]
+            chosen = min(near, key=lambda c: (c.placed / c.index.capacity_blocks, load[c.worker_id]))
+            return self._placed(candidates, chosen, num_tokens - matched[chosen.worker_id])
+
+        def cost(c: Candidate) -> tuple[float, int]:
+            # prefill here + the queue ahead + copying a prefix another worker holds (or is its home)
+            miss = num_tokens - matched[c.worker_id]
+            copy = self.affinity * (best - held[c.worker_id])
+            return miss + copy + load[c.worker_id], c.num_requests
+
+        load = {c.worker_id: c.num_tokens + self.overhead_tokens * c.num_requests for c in allowed}
+
+        chosen = min(allowed, key=cost)
+        return self._placed(candidates, chosen, num_tokens - matched[chosen.worker_id])
+
+    def _placed(self, candidates: Sequence[Candidate], chosen: Candidate, tokens: int) -> Candidate:
+        """Counts `tokens` as placed on `chosen`; every count decays by the share of the pools it took."""
+        capacity = sum(c.index.capacity_blocks for c in candidates) * self.block_tokens
+        decay = math.exp(-max(0, tokens) / capacity)
+        for c in candidates:
+            c.placed *= decay
+        chosen.placed += max(0, tokens)
+        return chosen
+
+    def _home(self, c: Candidate) -> PrefixIndex:
+        home = self._homes.get(c.worker_id)
+        if home is None:
+            home = self._homes[c.worker_id] = PrefixIndex(c.index.capacity_blocks * self.home_factor)
+        home.capacity_blocks = c.index.capacity_blocks * self.home_factor
+        return home
 
     def forget_worker(self, worker_id: str) -> None:
+        self._homes.pop(worker_id, None)
         for key in [k for k, w in self._hints.items() if w == worker_id]:
             del self._hints[key]
