@@ -128,16 +128,15 @@ def apply(
         hits = [i for i, t in enumerate(templates) if _matches(v, t)]
         matched.update(hits)
         if hits:
-            v = drift.judge(v, max((templates[i] for i in hits), key=lambda t: t.recomputed))
+            worst = max((templates[i] for i in hits), key=lambda t: t.recomputed)
+            v = drift.judge(v, worst.row, worst.measured())
         out.append(v)
-    sited = [(t, f) for t in templates if (f := next((f for f in filenames if same_file(f, t.path)), None))]
-    if drift_enabled:
-        found = drift.findings(sited)
+    for i, t in enumerate(templates if drift_enabled else ()):
+        filename = next((f for f in filenames if same_file(f, t.path)), None)
+        found = drift.findings([drift.Site(t.row, filename, t.line, t.measured())]) if filename else []
         out.extend(found)
-        explained = {(v.filename, v.row) for v in found}  # KV902 names the cause of what KV901 counts
-        matched.update(
-            i for i, t in enumerate(templates) if any(same_file(f, t.path) and r == t.line for f, r in explained)
-        )
+        if found:
+            matched.add(i)  # KV902 names the cause of the waste KV901 counts: no KV901 beside it
     if enabled:
         out.extend(_unexplained(templates, matched, filenames))
     measured = sorted((v for v in out if v.measured), key=lambda v: -v.measured.recomputed_tokens if v.measured else 0)

@@ -18,15 +18,22 @@ How the measurement and the static rules combine:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from radixgate._wire import Divergence, TemplateStats
 
 from .rules import MeasuredDrift
-from .violation import Violation
+from .violation import Measured, Violation
 
-if TYPE_CHECKING:
-    from .hit_rates import SourcedTemplate  # which calls this module with its rows
+
+class Site(NamedTuple):
+    """A template row at its call site in a linted file, with the numbers a finding carries."""
+
+    row: TemplateStats
+    filename: str
+    line: int
+    measured: Measured
+
 
 MIN_COMPARED = 5
 MIN_SHARE = 0.2
@@ -65,21 +72,20 @@ def verdict(row: TemplateStats) -> str | None:
     return None
 
 
-def judge(v: Violation, t: SourcedTemplate) -> Violation:
-    """A static finding matched to template `t`: its measurement, with the drift's verdict."""
-    said = verdict(t.row)
-    measured = t.measured()._replace(verdict=said)
+def judge(v: Violation, row: TemplateStats, numbers: Measured) -> Violation:
+    """A static finding matched to template `row`: its measurement, with the drift's verdict."""
+    said = verdict(row)
+    measured = numbers._replace(verdict=said)
     if said is not None and said.startswith(DEMOTED):
         return v._replace(measured=measured, severity="info")
     return v._replace(measured=measured)
 
 
-def findings(sited: Sequence[tuple[SourcedTemplate, str]]) -> list[Violation]:
-    """One KV902 per template with a breaking divergence; `sited`: each template with the linted
-    file its source names."""
+def findings(sites: Sequence[Site]) -> list[Violation]:
+    """One KV902 per template with a breaking divergence."""
     rule = MeasuredDrift()
     out = []
-    for t, filename in sited:
+    for t in sites:
         found = breaking(t.row)
         if not found:
             continue
@@ -97,6 +103,6 @@ def findings(sited: Sequence[tuple[SourcedTemplate, str]]) -> list[Violation]:
             message += f"; {len(found) - 1} more such position{'s' if len(found) > 2 else ''}"
         span = (t.line, t.line)
         out.append(
-            Violation(rule.code, message, filename, t.line, 1, t.line, 1, rule.severity(None), None, span, t.measured())
+            Violation(rule.code, message, t.filename, t.line, 1, t.line, 1, rule.severity(None), None, span, t.measured)
         )
     return out

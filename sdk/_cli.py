@@ -13,6 +13,10 @@ EXTRA_OF_MODULE = {"ray": "ray", "lm_eval": "eval", "redis": "redis", "langchain
 COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("serve",): ("radixgate.gateway.cli", "run the OpenAI-compatible server with the co-located engine"),
     ("stats",): ("radixgate.gateway.observe.prompt_stats_cli", "print a server's per-template statistics as JSON"),
+    ("check-template",): (
+        "radixgate.gateway.features.template_check",
+        "does a chat template extend each turn's prompt + reply (or break the cache)?",
+    ),
     ("bench", "offline"): ("radixgate.bench.offline", "benchmark the engine in-process (radix cache vs none vs HF)"),
     ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
     ("bench", "roofline"): ("radixgate.bench.roofline", "prefill and decode as a fraction of this machine's roofline"),
@@ -22,6 +26,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "ray"): ("radixgate.bench.ray", "the router workload on Ray Serve replicas beside local workers"),
     ("bench", "field-table"): ("radixgate.bench.field_table", "write docs/gateway.md's request-field table"),
     ("bench", "agent-session"): ("radixgate.bench.agent_session", "a multi-turn agent on /v1/responses: cache reuse"),
+    ("bench", "multi-turn"): ("radixgate.bench.multi_turn", "chat history kept as generated vs re-tokenized; overhead"),
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
     ("bench", "trace"): ("radixgate.bench.trace", "replay a Mooncake trace: hit rate per eviction policy vs Belady"),
     ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
