@@ -161,11 +161,17 @@ def test_a_slow_grammar_times_out_holds_its_tenant_slot_and_queued_compiles_canc
             # Its compile cannot be interrupted; until it ends, tenant a has no slot (b and c still do).
             busy = await post("key-a", 2)
             assert busy.status_code == 429 and busy.json()["error"]["code"] == "too_many_compiles"
+
+            async def until(tenant: str) -> None:  # polls; the deadline only catches a hang
+                deadline = time.monotonic() + 30
+                while state.grammar_compiles.get(tenant) != 1:
+                    assert time.monotonic() < deadline, f"tenant {tenant}'s compile never took its slot"
+                    await asyncio.sleep(0.01)
+
             other = asyncio.create_task(post("key-b", 3))  # takes the pool's second thread
-            await asyncio.sleep(0.1)
+            await until("b")
             queued = asyncio.create_task(post("key-c", 4))  # both threads busy: it waits in the queue
-            await asyncio.sleep(0.2)
-            assert state.grammar_compiles.get("c") == 1
+            await until("c")
             queued.cancel()  # the client leaves
             await asyncio.gather(queued, return_exceptions=True)
             assert "c" not in state.grammar_compiles  # cancelled before it started: its slot is free at once

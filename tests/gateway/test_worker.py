@@ -8,12 +8,17 @@ from radixgate.gateway.workers.worker import LocalWorker
 
 
 def test_chat_uses_the_tokenizers_template(worker) -> None:
+    """The built-in model's ChatML template, written out: system and user turns, then the assistant's opening."""
     text = worker.render_chat([{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}])
-    assert text == worker.tokenizer.apply_chat_template(
-        [{"role": "system", "content": "S"}, {"role": "user", "content": "hi"}],
-        add_generation_prompt=True,
-        tokenize=False,
+    assert text == "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    tools = [{"type": "function", "function": {"name": "track", "parameters": {"type": "object"}}}]
+    with_tools = worker.render_chat([{"role": "user", "content": "hi"}], tools)
+    assert with_tools.startswith("<|im_start|>system\n# Tools\n")  # the tools go in a system turn first
+    assert (
+        '<tools>\n{"type": "function", "function": {"name": "track", "parameters": {"type": "object"}}}\n</tools>'
+        in with_tools
     )
+    assert with_tools.endswith("<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_checkpoint_without_chat_template_gets_a_simple_one() -> None:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import signal
 import threading
 import time
 
@@ -17,6 +19,7 @@ from radixgate.engine import SamplingParams
 GREEDY = SamplingParams(max_new_tokens=6, temperature=0.0, ignore_eos=True)
 TIMEOUT_S = 0.3
 RETRY_S = 0.3
+HANG_S = 10.0  # a deadline that catches hangs; the assertions are on counters and orderings
 
 
 def tokens(n: int, seed: int) -> list[int]:
@@ -68,10 +71,6 @@ def run(engine, ids, salt=None):
     return engine.generate(input_ids=[ids], sampling=GREEDY, cache_salt=salt)[0]
 
 
-def ttft(out) -> float:
-    return out.times["first_token"] - out.times["arrival"]
-
-
 def queued(out) -> float:
     """Arrival to admission: how long the request waited (for the store, among other things)."""
     return out.times["scheduled"] - out.times["arrival"]
@@ -80,14 +79,18 @@ def queued(out) -> float:
 def test_a_prefix_computed_on_one_worker_is_loaded_on_another(workers):
     a, b = workers
     prefix = tokens(2000, 1)
-    cold_b = run(b, tokens(2000, 2))  # B's cold TTFT for a prompt of this length
+    computed = b.stats()["num_prefill_computed_tokens"]
+    run(b, tokens(2000, 2))  # a cold prompt of this length: B computes all of it
+    assert b.stats()["num_prefill_computed_tokens"] - computed == 2000
     first = run(a, prefix)  # computed on A, written to the store behind its loop
     a.hicache.drain()
+    computed = b.stats()["num_prefill_computed_tokens"]
     loaded = run(b, prefix)
     assert first.cached_tokens == 0
     assert loaded.cached_tokens_by_tier["remote"] >= 1900, loaded.cached_tokens_by_tier
     assert loaded.token_ids == first.token_ids  # the same greedy tokens as computing it
-    assert ttft(loaded) <= 0.5 * ttft(cold_b), (ttft(loaded), ttft(cold_b))
+    # What B saved: it computed only the part past what it loaded (the saving a TTFT ratio showed before).
+    assert b.stats()["num_prefill_computed_tokens"] - computed == 2000 - loaded.cached_tokens
     s = b.stats()
     assert s["prefix_cache_hits_by_tier"]["remote"] >= 1900 and s["hicache_loaded_tokens_remote"] >= 1900
     assert s["hicache_remote_read_failures"] == 0 and s["hicache_remote_up"] == 1
@@ -155,7 +158,9 @@ def test_store_down_at_start_serves_and_joins_when_it_comes_up(make_engine, redi
         a = worker(make_engine, redis_server)
     assert any("does not answer" in r.getMessage() for r in caplog.records)
     first = run(a, p)
-    assert first.cached_tokens == 0 and queued(first) < TIMEOUT_S + 0.5
+    assert first.cached_tokens == 0 and queued(first) < HANG_S
+    # The store was known down: the request never started a read it would have had to give up on.
+    assert a.stats()["hicache_remote_fetch_timeouts"] == 0
     assert a.stats()["hicache_remote_outages"] >= 1
     redis_server.start()
     time.sleep(RETRY_S + 0.05)
@@ -176,7 +181,7 @@ def test_store_killed_mid_run_then_restarted_empty(redis_server, workers, caplog
     with caplog.at_level(logging.WARNING, logger="radixgate.engine.hicache"):
         down = run(b, p1)  # the store's blocks are gone with it: recomputed
         assert down.cached_tokens == 0 and down.token_ids == want1
-        assert queued(down) < TIMEOUT_S + 0.5
+        assert queued(down) < HANG_S  # a killed store fails its reads; the request goes on without them
         run(a, p2)  # A's writes fail or are skipped, its requests do not wait
         a.hicache.drain()
     assert a.stats()["hicache_remote_outages"] > outages
@@ -198,23 +203,25 @@ def test_a_paused_store_costs_at_most_the_timeout(redis_server, workers):
     p, q = tokens(300, 40), tokens(300, 41)
     want = run(a, p).token_ids
     a.hicache.drain()
-    client = redis.Redis.from_url(redis_server.url)
-    client.execute_command("CLIENT", "PAUSE", "2000", "ALL")  # the store stops answering for 2 s
-    b.start()  # the loop on its own thread, so that a second request can be timed while one waits
-    result = {}
-    thread = threading.Thread(target=lambda: result.setdefault("p", run(b, p)))
-    started = time.monotonic()
-    thread.start()
-    other = run(b, q)  # needs the store too: both wait at most the timeout
-    thread.join(timeout=10)
-    elapsed = time.monotonic() - started
-    slow = result["p"]
+    noticed = b.stats()["hicache_remote_fetch_timeouts"] + b.stats()["hicache_remote_outages"]
+    os.kill(redis_server.proc.pid, signal.SIGSTOP)  # the store stops answering until SIGCONT below
+    try:
+        b.start()  # the loop on its own thread, so that a second request can run while one waits
+        result = {}
+        thread = threading.Thread(target=lambda: result.setdefault("p", run(b, p)))
+        thread.start()
+        other = run(b, q)  # needs the store too: both go on without it after the timeout
+        thread.join(timeout=HANG_S)
+        slow = result["p"]
+        # Both answered while the store still answered nothing (an ordering, not a time bound) ...
+        with pytest.raises(redis.TimeoutError):
+            redis.Redis.from_url(redis_server.url, socket_timeout=0.2, socket_connect_timeout=0.2).ping()
+    finally:
+        os.kill(redis_server.proc.pid, signal.SIGCONT)
+    # ... having given up a read (a fetch timeout) or marked the store down (an outage), whichever came first.
+    assert b.stats()["hicache_remote_fetch_timeouts"] + b.stats()["hicache_remote_outages"] > noticed
     assert slow.token_ids == want and slow.cached_tokens_by_tier["remote"] == 0
     assert other.cached_tokens == 0 and other.finish_reason == "length"
-    assert queued(slow) < TIMEOUT_S + 0.5 and queued(other) < TIMEOUT_S + 0.5
-    assert elapsed < 2.0  # done while the store was still paused
-    client.execute_command("CLIENT", "UNPAUSE")
-    client.close()
     time.sleep(RETRY_S + 0.05)
     later = run(b, p)  # computed above, so in the device cache now
     assert later.token_ids == want
@@ -311,7 +318,10 @@ def test_blocks_written_to_the_store_are_announced_and_credited_to_every_worker(
     index_a = KVEventIndex("http://127.0.0.1:1", a.stats()["kv_events"], shared)
     index_b = KVEventIndex("http://127.0.0.1:2", b.stats()["kv_events"], shared)
     try:
-        time.sleep(0.3)  # the subscriptions land
+        deadline = time.monotonic() + HANG_S
+        while min(a.kv_events.publisher.num_subscriptions, b.kv_events.publisher.num_subscriptions) < 1:
+            assert time.monotonic() < deadline, "the indexes never subscribed"
+            time.sleep(0.01)  # until both subscriptions landed (the publisher counts them)
         ids = tokens(320, seed=77)
         run(a, ids)
         deadline = time.monotonic() + 5

@@ -59,7 +59,29 @@ def test_concurrent_streams_with_random_aborts_leave_every_tier_balanced(make_en
     for outs in done.values():
         assert all(o == outs[0] for o in outs), "greedy tokens must not depend on the tier a prefix came from"
     s = engine.stats()
-    # Both kinds of load-back ran (which tier serves which request depends on thread timing).
-    assert s["hicache_loaded_tokens_host"] + s["hicache_loaded_tokens_disk"] > 0, s
     assert s["hicache_backup_tokens_host"] > 0 and s["hicache_backup_tokens_disk"] > 0, s
     assert s["evictable_tokens"] + s["available_tokens"] == s["max_total_num_tokens"]
+
+    # Then, on the same engine and whatever the streams left in its tiers, one request at a time with
+    # the background copies drained after each: which tier serves a prefix no longer depends on timing.
+    fresh = [[rng.randrange(1000, 50000) for _ in range(250)] for _ in range(14)]
+    greedy = SamplingParams(max_new_tokens=2, temperature=0.0, ignore_eos=True)
+
+    def run(i: int):
+        out = engine.generate(input_ids=[fresh[i]], sampling=greedy)[0]
+        engine.hicache.drain()
+        return out
+
+    first = [run(i) for i in range(6)]  # the device holds 1024 tokens: fresh[0] is out of it, still on the host
+    loaded = engine.stats()
+    from_host = run(0)
+    assert from_host.cached_tokens_by_tier == {"device": 0, "host": 249, "disk": 0, "remote": 0}
+    assert from_host.token_ids == first[0].token_ids
+    for i in range(6, 14):  # 2000 more tokens than the host's 1536: fresh[1] is left on the disk only
+        run(i)
+    from_disk = run(1)
+    assert from_disk.cached_tokens_by_tier == {"device": 0, "host": 0, "disk": 192, "remote": 0}  # 3 whole blocks
+    assert from_disk.token_ids == first[1].token_ids
+    after = engine.stats()
+    assert after["hicache_loaded_tokens_host"] - loaded["hicache_loaded_tokens_host"] == 249
+    assert after["hicache_loaded_tokens_disk"] - loaded["hicache_loaded_tokens_disk"] == 192
