@@ -9,6 +9,7 @@ Everything derived from it is an HMAC-SHA256 keyed by it, one purpose string eac
 | `hicache value mac`     | the tag closing every disk file and remote value (a forged value is a miss) |
 | `kv events hash seed`   | the hash seed of the KV events' block hashes (`events_hash_seed`)     |
 | `kv events salt`        | a tenant's cache salt as it enters the first block's extra keys (`events_salt`) |
+| `disaggregation channel` | the prefill/decode KV channel's HMAC key when no worker key is set (`disagg/`) |
 
 Where it comes from, first found: the file named by `RADIXGATE_CACHE_SECRET_FILE` (what
 `radixgate serve --cache-secret-file` sets), the value of `RADIXGATE_CACHE_SECRET`, or else 32

@@ -80,10 +80,6 @@ class GatewayConfig:
         if self.max_template_labels < 1:
             raise ValueError(f"max_template_labels must be >= 1, got {self.max_template_labels}")
         if self.disaggregation is not None and self.disaggregation.is_enabled:
-            if not self.worker_api_key:
-                raise ValueError(
-                    "--disaggregation-mode needs the worker key (--worker-api-key-file): it signs KV transfers"
-                )
             if self.is_routed:
                 raise ValueError("--disaggregation-mode serves one co-located engine: drop --worker / --dp-size")
         if self.dp_size < 1:

@@ -65,6 +65,7 @@ class DecodeSide:
         self.connect_timeout_s, self.timeout_s = connect_timeout_s, timeout_s
         self._rids = itertools.count()
         self.num_transfers = self.num_received_bytes = self.num_received_tokens = self.num_failed = 0
+        self.num_active = 0  # reservations waiting for their KV
         engine.start()
 
     # ---- on the engine loop ------------------------------------------------------------------
@@ -127,6 +128,7 @@ class DecodeSide:
         rid = rid or f"decode-{os.getpid()}-{next(self._rids)}"
         req = engine._make_req(list(input_ids), sampling, cache_salt, rid, on_update)
         res: Reservation = engine._run_in_loop(lambda: self._reserve(req))
+        self.num_active += 1
         try:
             first, kv, finish = self._receive(res, room, host, port)
             engine._run_in_loop(lambda: self._commit(res, first, kv, finish))
@@ -136,6 +138,8 @@ class DecodeSide:
             if isinstance(e, OSError):
                 raise TransferError(f"the prefill worker at {host}:{port} failed mid-transfer: {e}") from e
             raise
+        finally:
+            self.num_active -= 1
         num_tokens, num_bytes = len(res.slots), len(res.slots) * self.layout.token_bytes
         self.num_transfers += 1
         self.num_received_bytes += num_bytes

@@ -70,7 +70,7 @@ class PrefillSide:
         self.chunk_tokens = max(1, chunk_bytes // self.layout.token_bytes)
         self._exports: dict[str, _Export] = {}
         self._rids = itertools.count()
-        self.num_transfers = self.num_sent_bytes = self.num_sent_tokens = 0
+        self.num_transfers = self.num_sent_bytes = self.num_sent_tokens = self.num_active = 0
         engine.start()
         engine.cache_manager.before_release = self._export
 
@@ -110,6 +110,7 @@ class PrefillSide:
         (the decode worker is told, and releases its pages)."""
         self.engine.validate(input_ids, sampling)
         reg = self.server.wait_room(room)
+        self.num_active += 1
         try:
             return self._serve(reg, rid or f"prefill-{os.getpid()}-{next(self._rids)}", input_ids, sampling, cache_salt)
         except Exception as e:
@@ -121,6 +122,7 @@ class PrefillSide:
                 raise TransferError(f"the decode worker went away mid-transfer: {e}") from e
             raise
         finally:
+            self.num_active -= 1
             reg.sock.close()
 
     def _serve(

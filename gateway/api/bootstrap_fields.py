@@ -1,7 +1,8 @@
 """SGLang's PD fields on a request (`bootstrap_host`, `bootstrap_port`, `bootstrap_room`): honoured
-only by a `--disaggregation-mode` worker, only over the worker channel (the worker key), and on a
+only by a `--disaggregation-mode` worker, only from its router (over the worker channel, or on a
+worker without HTTP keys, as sglang-router, which sends workers no credentials, needs it), and on a
 decode worker only for a registered prefill bootstrap address, so no client can make a worker
-connect anywhere. Anything else is a 400 naming the field."""
+connect anywhere. A tenant's key, or anything else, is a 400 naming the field."""
 
 from __future__ import annotations
 
@@ -31,10 +32,13 @@ def bootstrap_of(request: Request, body: Any, num_jobs: int) -> Bootstrap | None
     if not given:
         return None
     field = next(iter(given))
-    refuses = getattr(state_of(request).worker, "refuses_bootstrap", None)
+    state = state_of(request)
+    refuses = getattr(state.worker, "refuses_bootstrap", None)
     if refuses is None:
         raise _bad(field, "this server runs no --disaggregation-mode prefill|decode: drop the bootstrap fields")
-    if getattr(request.state, "role", None) != WORKER_ROLE:
+    config = state.config
+    is_keyless = not (config.api_keys or config.admin_api_keys or config.worker_api_key)
+    if getattr(request.state, "role", None) != WORKER_ROLE and not is_keyless:
         raise _bad(field, "bootstrap fields are taken only from a router holding the worker key")
     missing = [f for f in FIELDS if f not in given]
     if missing:

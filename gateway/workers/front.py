@@ -21,10 +21,10 @@ def build_worker(config: GatewayConfig) -> LocalWorker | WorkerPool:
     if config.disaggregation is not None and config.disaggregation.is_enabled:
         from radixgate.engine.engine import Engine
 
-        from .pd_worker import DisaggWorker
+        from .pd_worker import DisaggWorker, transfer_key
 
-        assert config.worker_api_key, "GatewayConfig checks it"
-        return DisaggWorker(Engine(config.engine or EngineConfig()), config.disaggregation, config.worker_api_key)
+        key = transfer_key(config.worker_api_key)
+        return DisaggWorker(Engine(config.engine or EngineConfig()), config.disaggregation, key)
     if not config.is_routed:
         return LocalWorker.from_config(config.engine or EngineConfig())
     engine_config = config.engine or EngineConfig()

@@ -52,14 +52,29 @@ class DisaggConfig:
         return self.mode != "null"
 
 
+def transfer_key(worker_key: str | None) -> bytes:
+    """What authenticates the KV channel: the worker key, else the deployment's configured cache
+    secret (both roles must hold the same); neither is a startup error."""
+    from radixgate.engine.cache_secret import load_cache_secret
+
+    if worker_key:
+        return worker_key.encode()
+    secret = load_cache_secret()
+    if not secret.is_configured:
+        raise ValueError(
+            "--disaggregation-mode needs a key both roles share for the KV channel: the worker key "
+            "(--worker-api-key-file) or a cache secret (--cache-secret-file)"
+        )
+    return secret.derive("disaggregation channel")
+
+
 class DisaggWorker(LocalWorker):
-    def __init__(self, engine: Engine, config: DisaggConfig, worker_key: str) -> None:
+    def __init__(self, engine: Engine, config: DisaggConfig, key: bytes) -> None:
         super().__init__(engine)
         from radixgate.engine.disagg.decode import DecodeSide
         from radixgate.engine.disagg.prefill import PrefillSide
 
         self.disaggregation = config
-        key = worker_key.encode()
         self.prefill_side = self.decode_side = None
         if config.mode == "prefill":
             self.prefill_side = PrefillSide(
@@ -130,6 +145,8 @@ class DisaggWorker(LocalWorker):
     def stats(self) -> dict[str, Any]:
         side: Any = self.prefill_side or self.decode_side
         counters = {k: v for k, v in vars(side).items() if k.startswith("num_")}
+        if self.prefill_side is not None:
+            counters["bootstrap_port"] = self.prefill_side.bootstrap_port
         return {**super().stats(), "disaggregation_mode": self.disaggregation.mode, "disaggregation": counters}
 
     def close(self) -> None:

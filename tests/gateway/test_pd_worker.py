@@ -27,10 +27,12 @@ def pair() -> Iterator[tuple[TestClient, TestClient, DisaggWorker, DisaggWorker]
     def engine() -> Engine:
         return Engine(EngineConfig(model_path="tiny", page_size=16, max_total_tokens=8192))
 
-    prefill = DisaggWorker(engine(), DisaggConfig("prefill", bootstrap_port=0), WORKER_KEY)
+    prefill = DisaggWorker(engine(), DisaggConfig("prefill", bootstrap_port=0), WORKER_KEY.encode())
     assert prefill.prefill_side is not None
     port = prefill.prefill_side.bootstrap_port
-    decode = DisaggWorker(engine(), DisaggConfig("decode", prefill_bootstraps=(f"127.0.0.1:{port}",)), WORKER_KEY)
+    decode = DisaggWorker(
+        engine(), DisaggConfig("decode", prefill_bootstraps=(f"127.0.0.1:{port}",)), WORKER_KEY.encode()
+    )
     config = GatewayConfig(api_keys={TENANT_KEY: "tenant-a"}, worker_api_key=WORKER_KEY)
     clients = [TestClient(create_app(config, worker=w)) for w in (prefill, decode)]
     for c in clients:
