@@ -127,7 +127,9 @@ def test_memory_is_bounded_in_templates_prompts_tokens_and_bins() -> None:
             samples.compare_and_keep(("t", f"tpl{t}"), [t, i] + [7] * (drift.MAX_SAMPLE_TOKENS + 100))
     kept = samples._samples
     assert list(kept) == [("t", "tpl2"), ("t", "tpl3"), ("t", "tpl4")]
-    assert all(len(v) == drift.MAX_SAMPLES and all(len(p) == drift.MAX_SAMPLE_TOKENS for p in v) for v in kept.values())
+    assert all(
+        len(v) == drift.MAX_SAMPLES and all(len(p) == 4 * drift.MAX_SAMPLE_TOKENS for p in v) for v in kept.values()
+    )
     stats = PromptStatsRecorder()
     for i in range(drift.MAX_BINS + 5):  # each request diverges one token later than the last
         ids = list(range(i)) + [-1 - i, 5, 5]
