@@ -17,6 +17,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+RECENT_LIMIT = 64  # recent sequences a request without an id is compared with
+
 
 @dataclass(frozen=True)
 class Received:
@@ -61,11 +63,18 @@ class DiagnosticsStore:
             entries = self._received.get(tenant) or {}
             return entries.get((response_id, index)) or entries.get((response_id, 0))
 
-    def recent(self, tenant: str, before_seq: int, exclude: str) -> list[Received]:
-        """What the tenant's requests finished before `before_seq`, other than response `exclude`'s."""
+    def recent(self, tenant: str, before_seq: int, exclude: str, limit: int = RECENT_LIMIT) -> list[Received]:
+        """The tenant's last `limit` sequences finished before `before_seq`, other than response
+        `exclude`'s, newest first (a comparison costs microseconds per entry: bounded per request)."""
         with self._lock:
             entries = self._received.get(tenant) or {}
-            return [r for (rid, _), r in entries.items() if r.seq <= before_seq and rid != exclude]
+            found = []
+            for (rid, _), r in reversed(entries.items()):
+                if r.seq <= before_seq and rid != exclude:
+                    found.append(r)
+                    if len(found) == limit:
+                        break
+            return found
 
     def remember_reply(self, tenant: str, key: str, ids: tuple[int, ...]) -> None:
         if self.size == 0:
