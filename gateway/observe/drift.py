@@ -75,7 +75,7 @@ class PromptSamples:
         best, closest = -1, 0
         for i, earlier in enumerate(kept):
             n = common_prefix_tokens(packed, earlier)
-            if n > best:
+            if n >= best:  # on a tie the most recent one (kept last)
                 best, closest = n, i
         earlier = kept[closest]
         is_extension = best >= min(len(earlier), len(packed)) // 4

@@ -98,7 +98,7 @@ def test_a_system_prompt_rewritten_per_request_is_a_measured_finding(gateway_url
     message = kv902["message"]
     assert message.startswith("measured: 19 of 19 requests of `answer` diverge at token")
     assert "in the system message" in message
-    assert "Open tickets: 59" in message and "(was '" in message and "Open tickets: 5" in message
+    assert "Open tickets: 59" in message and "(was '" in message and "Open tickets: 58" in message
     assert kv902["measured"]["template"] == "answer" and kv902["measured"]["requests"] == 20
 
     cli.main([str(app_dir), "--stats", gateway_url, "--isolated"])  # the text report, as a person reads it

@@ -85,7 +85,7 @@ def test_endpoint_reports_templates_from_metadata(client: TestClient, long_prefi
     # no prompt text but the drift excerpts: the varying question, a few tokens of context before it
     assert "stats-endpoint" not in client.get("/v1/prompt_stats").text
     assert [(d["requests"], d["segment"]) for d in bot["divergence"]] == [(2, "prompt")]
-    assert bot["divergence"][0]["excerpt"].endswith(" q3") and bot["divergence"][0]["previous"].endswith(" q1")
+    assert bot["divergence"][0]["excerpt"].endswith(" q3") and bot["divergence"][0]["previous"].endswith(" q2")
 
 
 def test_chat_metadata_uses_the_character_ratio(client: TestClient, long_prefix) -> None:
