@@ -11,8 +11,10 @@ import sys
 from typing import Any
 
 from .api.middleware import LOOPBACK_HOSTS
+from .cli_retention import RETENTION_FLAGS, add_retention_flags
 from .config import GatewayConfig
 from .tenancy.secrets import install_key_reload, load_keys, worker_key
+from .workers.pd_router import add_pd_flags, disaggregation_of, pd_workers_of
 from .workers.remote import parse_worker_url
 from .workers.router import POLICIES
 
@@ -43,6 +45,7 @@ ENGINE_FLAGS = (
     "kv_events_config",
     "enable_kv_events",
     "tp_size",
+    *RETENTION_FLAGS,
 )
 
 TRACING_HELP = """\
@@ -102,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--disable-radix-cache", action="store_true", default=None, help="recompute every prompt")
     e.add_argument("--radix-eviction-policy", help="lru (default), lfu, slru, priority, fifo, mru or filo")
+    add_retention_flags(e)
     e.add_argument("--attention-backend", default=None, help="auto, torch or triton (default auto)")
     e.add_argument(
         "--max-running-requests", type=int, default=None, help="requests decoded together at most (default 128)"
@@ -237,33 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="send tenants' requests to workers that cannot keep tenants' caches apart",
     )
-    d = p.add_argument_group("prefill/decode disaggregation (SGLang's flags; needs the worker key)")
-    d.add_argument("--disaggregation-mode", default="null", choices=["null", "prefill", "decode"])
-    d.add_argument("--disaggregation-transfer-backend", default="tcp", choices=["tcp", "shm"])
-    d.add_argument(
-        "--disaggregation-bootstrap-port", type=int, default=8998, help="a prefill worker's bootstrap server"
-    )
-    d.add_argument("--disaggregation-bootstrap-host", default="127.0.0.1", help="its interface (default: loopback)")
-    d.add_argument(
-        "--disaggregation-prefill-bootstrap",
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="a decode worker connects only to these prefill bootstrap servers (repeatable)",
-    )
+    add_pd_flags(p)
     return p
-
-
-def disaggregation(args: argparse.Namespace) -> Any:
-    from .workers.pd_worker import DisaggConfig
-
-    return DisaggConfig(
-        args.disaggregation_mode,
-        args.disaggregation_transfer_backend,
-        args.disaggregation_bootstrap_host,
-        args.disaggregation_bootstrap_port,
-        tuple(args.disaggregation_prefill_bootstrap),
-    )
 
 
 def worker_urls(args: argparse.Namespace) -> tuple[str, ...]:
@@ -330,7 +309,8 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         router_policy=args.router_policy,
         allow_unsalted_workers=args.allow_unsalted_workers,
         tool_call_parser=args.tool_call_parser,
-        disaggregation=disaggregation(args),
+        disaggregation=disaggregation_of(args),
+        pd_workers=pd_workers_of(args),
     )
 
 

@@ -49,6 +49,8 @@ class GatewayConfig:
     health_check_interval_s: float = 1.0
     # `--disaggregation-mode prefill|decode` (workers/pd_worker.py's DisaggConfig); None: co-located
     disaggregation: Any = None
+    # `--prefill URL [PORT] --decode URL`: radixgate's PD router ((prefills, decodes), pd_router.py)
+    pd_workers: Any = None
     # tool-call output format (tool_parsers.py); None: chosen from the model's chat template
     tool_call_parser: str | None = None
     # Bounded work (structured_output.py): how long a client waits for its grammar, and how many
@@ -107,4 +109,4 @@ class GatewayConfig:
     @property
     def is_routed(self) -> bool:
         """A router in front of remote workers or several co-located engines."""
-        return bool(self.workers) or self.dp_size > 1
+        return bool(self.workers) or self.dp_size > 1 or self.pd_workers is not None

@@ -30,6 +30,20 @@ def build_worker(config: GatewayConfig) -> LocalWorker | WorkerPool:
     engine_config = config.engine or EngineConfig()
     model_path = engine_config.model_path
     name = "tiny" if model_path == "tiny" else os.path.basename(model_path.rstrip("/"))
+    if config.pd_workers is not None:
+        from .pd_router import PDRouter
+
+        prefills, decodes = config.pd_workers
+        return PDRouter(
+            load_front_tokenizer(model_path),
+            name,
+            prefills,
+            decodes,
+            policy=config.router_policy or "cache_aware",
+            worker_api_key=config.worker_api_key,
+            allow_unsalted_workers=config.allow_unsalted_workers,
+            health_check_interval_s=config.health_check_interval_s,
+        )
     num_workers = config.dp_size if not config.workers else len(config.workers)
     pool = WorkerPool(
         load_front_tokenizer(model_path),
