@@ -17,8 +17,9 @@ template half the sessions. `--simulate` runs the same workload through the gate
 one LRU radix cache per worker (`router_sim.py`) in seconds.
 
 Per policy it prints: the served hit rate (prompt tokens the engines reported cached / prompt
-tokens), the ideal (one LRU radix cache with the workers' summed capacity, fed the same
-requests in the order they were sent), requests/s, TTFT p50/p99 at the client, and max/mean of
+tokens), the references of `router_bounds.py` over the requests in the order they were sent
+(Belady over one cache of the workers' summed capacity, an upper bound; LRU of that size),
+requests/s, TTFT p50/p99 at the client, and max/mean of
 the per-worker in-flight requests (sampled every 10 ms from the gateway's `/workers`,
 time-averaged per worker), and the share of mispredicted requests (the router predicted at least
 one block cached on the chosen worker, the worker served none; from the gateway's `/workers`).
@@ -42,6 +43,7 @@ import httpx
 from radixgate.gateway.server_process import ServerProcess
 from radixgate.gateway.workers.front import load_front_tokenizer
 
+from .router_bounds import belady_bound, lru_reference
 from .router_workload import (  # noqa: F401  (bench ray uses them from here)
     TENANT_KEYS,
     Session,
@@ -64,7 +66,7 @@ SECRET_ENV = {"RADIXGATE_CACHE_SECRET": secrets.token_hex(16)}
 class PolicyResult:
     policy: str
     hit_rate: float
-    ideal: float
+    ideal: float  # LRU over the summed pools, same requests, same order (router_bounds.lru_reference)
     rps: float
     ttft_p50: float
     ttft_p99: float
@@ -73,6 +75,7 @@ class PolicyResult:
     num_failed: int
     per_worker_inflight: list[float] = field(default_factory=list)
     mispredicted: float = 0.0  # share of requests: predicted >= 1 block on the chosen worker, served none
+    bound: float = 0.0  # Belady over one cache of the summed pools (router_bounds): no router hits more
 
     @property
     def vs_ideal(self) -> float:
@@ -228,7 +231,7 @@ def summarize(
     ok = [r for r in results if r[3] is None]
     prompt = sum(r[1] for r in ok)
     cached = sum(r[2] for r in ok)
-    ideal, _ = ideal_hit_rate(sent, capacity)
+    ideal = lru_reference(sent, capacity)
     averages = sampler.averages()
     mean = sum(averages) / len(averages) if averages else 0.0
     ttfts = [r[0] for r in ok if r[0] is not None]
@@ -243,20 +246,23 @@ def summarize(
         len(ok),
         len(results) - len(ok),
         averages,
+        bound=belady_bound(sent, capacity),
     )
 
 
 def print_table(results: list[PolicyResult], title: str) -> None:
     print(f"\n{title}")
     header = (
-        f"{'policy':<18} {'hit':>6} {'ideal':>6} {'hit/ideal':>9} {'req/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} "
+        f"{'policy':<18} {'hit':>6} {'Belady':>6} {'LRU ref':>7} {'hit/Belady':>10} {'req/s':>7} {'TTFT p50':>9} "
+        f"{'TTFT p99':>9} "
         f"{'inflight max/mean':>17} {'mispredicted':>12} {'ok':>4} {'failed':>6}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         print(
-            f"{r.policy:<18} {r.hit_rate:>6.3f} {r.ideal:>6.3f} {r.vs_ideal:>9.3f} {r.rps:>7.2f} "
+            f"{r.policy:<18} {r.hit_rate:>6.3f} {r.bound:>6.3f} {r.ideal:>7.3f} "
+            f"{r.hit_rate / r.bound if r.bound else 0.0:>10.3f} {r.rps:>7.2f} "
             f"{r.ttft_p50 * 1000:>7.0f}ms {r.ttft_p99 * 1000:>7.0f}ms {r.balance:>17.3f} "
             f"{r.mispredicted:>11.1%} {r.num_ok:>4} {r.num_failed:>6}"
         )
@@ -364,7 +370,7 @@ def run_local(
             for policy in policies:
                 result = run_policy(policy, urls, args, sessions, tokenizer, capacity)
                 print(
-                    f"  {policy}: hit {result.hit_rate:.3f} (ideal {result.ideal:.3f}), {result.rps:.2f} req/s",
+                    f"  {policy}: hit {result.hit_rate:.3f} (Belady {result.bound:.3f}), {result.rps:.2f} req/s",
                     flush=True,
                 )
                 results.append(result)

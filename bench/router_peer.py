@@ -256,6 +256,8 @@ def run_simulated(preset: Preset, workload: Any, prompts: list[list[int]], pool:
     for s in workload.sessions:
         sessions.append([(None, prompts[i + k]) for k in range(len(s))])
         i += len(s)
+    order = [(None, p) for p in prompts]  # the simulator's send order is not returned: session order
+    bound, lru = belady_bound(order, pool * preset.workers), lru_reference(order, pool * preset.workers)
     rows = []
     for name, policy, events in [
         ("round_robin", "round_robin", False),
@@ -264,14 +266,13 @@ def run_simulated(preset: Preset, workload: Any, prompts: list[list[int]], pool:
         ("radixgate (KV events)", "cache_aware", True),
     ]:
         r = simulate(sessions, policy, preset.workers, pool, preset.concurrency, events=events, max_tokens=MAX_TOKENS)
-        order = [(None, p) for p in prompts]  # the simulator's send order is not returned: session order
         rows.append(
             Row(
                 name,
                 r.hit_rate,
                 r.rps,
-                belady_bound(order, pool * preset.workers),
-                lru_reference(order, pool * preset.workers),
+                bound,
+                lru,
                 r.num_requests,
                 0,
                 modelled=True,

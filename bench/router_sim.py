@@ -32,7 +32,8 @@ from typing import Any
 from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
 from radixgate.gateway.workers.router import BLOCK_TOKENS, Candidate, PrefixIndex, Router
 
-from .router_workload import Workload, build_workload, ideal_hit_rate, print_vs_round_robin
+from .router_bounds import belady_bound, lru_reference
+from .router_workload import Workload, build_workload, print_vs_round_robin
 
 OVERHEAD_TOKENS = 64  # a request's fixed cost, in prefill-token times
 DECODE_TOKENS = 16  # one decode step, in prefill-token times
@@ -89,17 +90,22 @@ class SimWorker:
 class SimResult:
     policy: str
     hit_rate: float
-    ideal: float
+    ideal: float  # LRU over the summed pools, same requests, same order (router_bounds.lru_reference)
     rps: float  # requests per million modelled token-times
     balance: float  # max / mean of the per-worker time-averaged in-flight requests
     num_mispredicted: int  # predicted >= 1 block on the chosen worker, served none
     num_requests: int
     predicted_tokens: int = 0
     best_tokens: int = 0
+    bound: float = 0.0  # Belady over one cache of the summed pools: no router over them hits more
 
     @property
     def vs_ideal(self) -> float:
         return self.hit_rate / self.ideal if self.ideal else 0.0
+
+    @property
+    def vs_bound(self) -> float:
+        return self.hit_rate / self.bound if self.bound else 0.0
 
     @property
     def mispredicted_rate(self) -> float:
@@ -220,7 +226,7 @@ def simulate(
                 next_session()
         if worker.queue:
             start(worker)
-    ideal, _ = ideal_hit_rate(sent, pool_tokens * num_workers)
+    ideal, bound = lru_reference(sent, pool_tokens * num_workers), belady_bound(sent, pool_tokens * num_workers)
     averages = [w.inflight_area / now if now else 0.0 for w in workers]
     mean = sum(averages) / len(averages)
     name = policy + ("+events" if events else "")
@@ -234,24 +240,27 @@ def simulate(
         len(requests),
         predicted,
         best,
+        bound,
     )
 
 
 def print_sim_table(results: Sequence[SimResult], title: str) -> None:
     print(f"\n{title} (simulated: LRU radix caches, modelled time)")
     header = (
-        f"{'policy':<20} {'hit':>6} {'ideal':>6} {'hit/ideal':>9} {'req/s*':>7} {'inflight max/mean':>17} "
-        f"{'mispredicted':>12}"
+        f"{'policy':<20} {'hit':>6} {'Belady':>6} {'LRU ref':>7} {'hit/Belady':>10} {'req/s*':>7} "
+        f"{'inflight max/mean':>17} {'mispredicted':>12}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         print(
-            f"{r.policy:<20} {r.hit_rate:>6.3f} {r.ideal:>6.3f} {r.vs_ideal:>9.3f} {r.rps:>7.1f} {r.balance:>17.3f} "
+            f"{r.policy:<20} {r.hit_rate:>6.3f} {r.bound:>6.3f} {r.ideal:>7.3f} {r.vs_bound:>10.3f} {r.rps:>7.1f} "
+            f"{r.balance:>17.3f} "
             f"{r.mispredicted_rate:>11.1%}"
         )
     print_vs_round_robin(results, "modelled req/s")
     print("req/s*: requests per million modelled token-times (prefill + fixed costs), for ratios only")
+    print("Belady: the optimum of one cache of the summed pools (an upper bound); LRU ref: one LRU of that size")
 
 
 def run_simulation(args: argparse.Namespace, tokenizer: Any, workload: Workload, policies: Sequence[str]) -> int:
@@ -284,6 +293,7 @@ def run_simulation(args: argparse.Namespace, tokenizer: Any, workload: Workload,
                     statistics.mean(r.balance for r in rows),
                     sum(r.num_mispredicted for r in rows),
                     sum(r.num_requests for r in rows),
+                    bound=statistics.mean(r.bound for r in rows),
                 )
             )
             spread = [round(r.hit_rate, 3) for r in rows]

@@ -42,8 +42,22 @@ def test_cache_aware_beats_round_robin_and_events_predict_exactly() -> None:
     ca = simulate(sessions, "cache_aware", 2, pool, 8)
     exact = simulate(sessions, "cache_aware", 2, pool, 8, events=True)
     assert rr.num_requests == ca.num_requests == exact.num_requests == 96
-    assert 0 < rr.hit_rate < ca.hit_rate <= ca.ideal + 0.05
+    assert 0 < rr.hit_rate < ca.hit_rate <= ca.bound  # Belady over the summed pools: nothing beats it
+    assert rr.hit_rate <= rr.bound and exact.hit_rate <= exact.bound
     assert ca.hit_rate > 1.2 * rr.hit_rate and ca.rps > rr.rps
     # exact at routing time; a worker may still evict the prefix before it admits the request
-    assert exact.num_mispredicted <= 0.05 * exact.num_requests and exact.vs_ideal > 0.9
+    assert exact.num_mispredicted <= 0.05 * exact.num_requests and exact.vs_bound > 0.9
     assert exact.predicted_tokens > 0 and exact.best_tokens >= exact.predicted_tokens
+
+
+def test_a_preset_simulates_beside_its_bound_with_req_s_labelled_modelled(capsys) -> None:
+    from radixgate.bench.router import main
+
+    assert main(["--preset", "tune-single-uniform", "--simulate", "--limit", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "tune-single-uniform (tuning, seed 0)" in out and "modelled req/s" in out and "req/s*" in out
+    rows = {line[:22].strip(): line[22:].split() for line in out.splitlines() if line[:1].isalpha()}
+    bound = float(rows["Belady, summed pools"][0])
+    for name in ("round_robin", "least_load", "radixgate (guess)", "radixgate (KV events)"):
+        assert 0 < float(rows[name][0]) <= bound  # no router beats the bound
+    assert main(["--preset", "no-such-preset", "--simulate"]) == 2

@@ -79,6 +79,24 @@ def test_hot_prefix_spreads_and_hints_place_new_prefixes() -> None:
     assert unseen.worker_id == first.worker_id
 
 
+def test_new_prefixes_partition_and_affinity_holds_under_imbalance() -> None:
+    router = Router("cache_aware")
+    workers = _candidates(2, capacity_blocks=200)
+    templates = [list(range(10_000 * (t + 1), 10_000 * (t + 1) + 40 * BLOCK_TOKENS)) for t in range(8)]
+    home = {t: router.choose(workers, templates[t] + [1], None).worker_id for t in range(8)}
+    assert sorted(home.values()) == ["w0"] * 4 + ["w1"] * 4  # new prefixes split by content placed
+    assert all(router.choose(workers, templates[t] + [2], None).worker_id == home[t] for t in range(8))
+    holder = next(w for w in workers if w.worker_id == home[0])
+    holder.num_tokens = 3 * len(templates[0])  # a queue shorter than what copying the prefix would cost
+    assert router.choose(workers, templates[0] + [3], None).worker_id == home[0]
+    holder.num_tokens = 20 * len(templates[0])  # far longer: worth computing it elsewhere
+    assert router.choose(workers, templates[0] + [4], None).worker_id != home[0]
+    holder.num_tokens = 0
+    for w in workers:  # the guess forgot everything (a pool turned over): the home still holds
+        w.index.clear()
+    assert router.choose(workers, templates[5] + [5], None).worker_id == home[5]
+
+
 def test_round_robin_and_least_load() -> None:
     workers = _candidates(3)
     rr = Router("round_robin")
