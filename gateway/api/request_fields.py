@@ -268,7 +268,7 @@ MESSAGES_FIELDS: dict[str, FieldRule] = {
     "top_p": _h("nucleus sampling"),
     "top_k": _h("top-k sampling"),
     "metadata": _a("user_id only (tags travel in x-radixgate-* headers); other keys are a 400"),
-    "diagnostics": _h("previous_message_id: diagnostics.cache_miss_reason unavailable (no analysis yet)"),
+    "diagnostics": _h("previous_message_id: diagnostics.cache_miss_reason (gateway/diagnostics/)"),
     "service_tier": _r("one tier", "priority", "auto", "standard_only"),
     "container": _r("no code-execution containers", "cntr_1"),
     "inference_geo": _r("one region", "us"),

@@ -200,7 +200,11 @@ def test_diagnostics_are_answered_never_dropped(client: TestClient) -> None:
     asked = sdk.messages.create(
         model="tiny", max_tokens=1, messages=user, diagnostics={"previous_message_id": plain.id}
     )
-    assert asked.diagnostics is not None and asked.diagnostics.cache_miss_reason.type == "unavailable"
+    assert asked.diagnostics is None  # the same prompt: nothing missed (the reasons: test_cache_diagnostics_wire.py)
+    unknown = sdk.messages.create(model="tiny", max_tokens=1, messages=user, diagnostics={"previous_message_id": "x"})
+    assert (
+        unknown.diagnostics is not None and unknown.diagnostics.cache_miss_reason.type == "previous_message_not_found"
+    )
 
 
 def test_stop_sequences_name_the_one_that_matched(client: TestClient) -> None:

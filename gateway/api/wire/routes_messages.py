@@ -26,6 +26,8 @@ from fastapi.responses import StreamingResponse
 
 from radixgate._wire import METADATA_HEADERS
 
+from ...diagnostics.requests import parse_ask, result_of, with_diagnostics
+from ...diagnostics.wire import anthropic_diagnostics
 from ...observe.prompt_stats import RequestTags
 from ...state import AppState, state_of
 from .. import bounds
@@ -87,7 +89,9 @@ def check_body(body: MessagesRequest | CountTokensRequest, route: str) -> None:
             raise APIError(400, f"'diagnostics.{key}' is not a field of diagnostics", param=f"diagnostics.{key}")
 
 
-async def _prompt(state: AppState, body: MessagesRequest | CountTokensRequest, route: str) -> Any:
+async def _prompt(
+    state: AppState, body: MessagesRequest | CountTokensRequest, route: str, tenant: str | None = None
+) -> Any:
     state.check_model(body.model)
     check_body(body, route)
     pieces = pieces_of(body)
@@ -103,11 +107,19 @@ async def _prompt(state: AppState, body: MessagesRequest | CountTokensRequest, r
         if messages[-1].get("tool_calls"):
             raise APIError(400, "a last assistant message may hold text only: its tool_use needs a tool_result")
         prefill = messages.pop()["content"].rstrip()  # Anthropic refuses trailing whitespace; we trim it
-    text, input_ids = await render_prompt(state, messages, tools, "messages", prefill)
+    text, input_ids = await render_prompt(state, messages, tools, "messages", prefill, tenant)
     marks = await bounds.off_loop(breakpoint_tokens, state, pieces, tools, text, points) if points else []
     content_chars = sum(len(m["content"]) for m in messages)
     return SimpleNamespace(
-        plan=plan, fmt=fmt, points=points, marks=marks, text=text, input_ids=input_ids, content_chars=content_chars
+        plan=plan,
+        fmt=fmt,
+        points=points,
+        marks=marks,
+        text=text,
+        input_ids=input_ids,
+        content_chars=content_chars,
+        messages=messages,
+        tools=tools,
     )
 
 
@@ -122,7 +134,7 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> dict[str, 
 async def create_message(body: MessagesRequest, request: Request) -> Any:
     """Anthropic's Messages API over the chat path; `stream` sends Anthropic's event sequence."""
     state = state_of(request)
-    prompt = await _prompt(state, body, "/v1/messages")
+    prompt = await _prompt(state, body, "/v1/messages", request.state.tenant)
     pins = breakpoint_pins(prompt.marks, [p.ttl for p in prompt.points])  # each breakpoint's prefix, its ttl
     sampling = Sampling(
         body.max_tokens, body.temperature, body.top_p, body.top_k, tuple(body.stop_sequences or ()), pins
@@ -141,7 +153,11 @@ async def create_message(body: MessagesRequest, request: Request) -> Any:
         content_chars=prompt.content_chars,
         stop_param="stop_sequences",
     )
-    writer = MessageWriter(state, job.request.rid, prompt, body)
+    ask = None
+    if body.diagnostics is not None and "previous_message_id" in body.diagnostics:
+        ask = parse_ask(body.diagnostics, "diagnostics", "previous_message_id")
+    (job,) = with_diagnostics(state, [job], ask, [(job.request.rid, 0)], (prompt.messages, prompt.tools))
+    writer = MessageWriter(state, job, prompt, body)
     if body.stream:
         return StreamingResponse(writer.stream(job), media_type="text/event-stream", headers=SSE_HEADERS)
     output = await run_job(state, job, request.is_disconnected)
@@ -163,8 +179,8 @@ def event(name: str, payload: dict[str, Any]) -> str:
 class MessageWriter:
     """A `Message` body, whole or as Anthropic's stream of events."""
 
-    def __init__(self, state: AppState, message_id: str, prompt: Any, body: MessagesRequest) -> None:
-        self.state, self.id, self.prompt, self.body = state, message_id, prompt, body
+    def __init__(self, state: AppState, job: Any, prompt: Any, body: MessagesRequest) -> None:
+        self.state, self.job, self.id, self.prompt, self.body = state, job, job.request.rid, prompt, body
 
     def usage(self, prompt_tokens: int, cached: int, output_tokens: int) -> dict[str, Any]:
         last = min(max(self.prompt.marks, default=0), prompt_tokens)
@@ -194,10 +210,12 @@ class MessageWriter:
         return next((s for s in stops if s in tail), None) or next((s for s in stops if output.text.endswith(s)), None)
 
     def diagnostics(self) -> dict[str, Any] | None:
-        """No cache-miss analysis exists yet: a request that asks for one is told so."""
-        if self.body.diagnostics is None or "previous_message_id" not in self.body.diagnostics:
+        """Anthropic's `diagnostics` once the answer is done (diagnostics/wire.py); None before, or unasked."""
+        result = result_of(self.job)
+        if result is None:
             return None
-        return {"cache_miss_reason": {"type": "unavailable"}}
+        messages = self.prompt.messages
+        return anthropic_diagnostics(result, has_system=bool(messages) and messages[0]["role"] == "system")
 
     def message(self, content: list[dict[str, Any]], output: Any, reason: str) -> dict[str, Any]:
         stop_sequence = self.stop_sequence(output, reason)
@@ -232,7 +250,10 @@ class MessageWriter:
                     final = self.message([], item.output, item.finish_reason)
                     delta = {"stop_reason": final["stop_reason"], "stop_sequence": final["stop_sequence"]}
                     usage = {k: v for k, v in final["usage"].items() if k != "cache_creation"}
-                    yield event("message_delta", {"type": "message_delta", "delta": delta, "usage": usage})
+                    payload = {"type": "message_delta", "delta": delta, "usage": usage}
+                    if "diagnostics" in final:
+                        payload["diagnostics"] = final["diagnostics"]
+                    yield event("message_delta", payload)
                     yield event("message_stop", {"type": "message_stop"})
                     return
                 yield self._block_event(item)

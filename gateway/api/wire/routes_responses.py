@@ -25,6 +25,8 @@ from fastapi import APIRouter, Request
 
 from radixgate._wire import STATIC_PREFIX_HASH
 
+from ...diagnostics.requests import Ask, result_of, with_diagnostics
+from ...diagnostics.wire import responses_diagnostics
 from ...features.tool_calls import ToolPlan, tool_parser_for
 from ...observe.prompt_stats import RequestTags
 from ...state import AppState, state_of
@@ -44,7 +46,14 @@ from .answer import (
     run_job,
     stream_blocks,
 )
-from .responses_input import chat_tool_choice, chat_tools, input_messages, prompt_ids, response_format
+from .responses_input import (
+    chat_tool_choice,
+    chat_tools,
+    input_messages,
+    prompt_ids,
+    response_format,
+    with_instructions,
+)
 from .responses_schemas import DeletedResponse, ResponseBody, ResponsesRequest, response_usage
 
 router = APIRouter()
@@ -121,7 +130,11 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
         prompt_text=text,
         content_chars=sum(len(m.get("content") or "") for m in history) + len(body.instructions or ""),
     )
+    ask = Ask((body.prompt_cache_options or {}).get("comparison_response_id")) if wants_diagnostics else None
+    chat = (with_instructions(body.instructions, history), tools)
+    (job,) = with_diagnostics(state, [job], ask, [(response_id, 0)], chat)
     writer = ResponseWriter(state, store, tenant, body, response_id, history, tools, plan, wants_diagnostics)
+    writer.job = job
     if body.stream:
         return sse_response(writer.stream(job))
     output = await run_job(state, job, request.is_disconnected)
@@ -189,6 +202,7 @@ class ResponseWriter:
         self.state, self.store, self.tenant, self.body, self.id = state, store, tenant, body, response_id
         self.history, self.tools, self.plan, self.wants_diagnostics = history, tools, plan, wants_diagnostics
         self.created_at = int(time.time())
+        self.job: Any = None  # its diagnostics, once done, answer `prompt_cache_diagnostics`
 
     def response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None) -> dict[str, Any]:
         b = self.body
@@ -220,7 +234,7 @@ class ResponseWriter:
             "user": b.user,
         }
         if self.wants_diagnostics:
-            body["prompt_cache_diagnostics"] = {"type": "unavailable"}
+            body["prompt_cache_diagnostics"] = responses_diagnostics(result_of(self.job) if self.job else None)
         return body
 
     def finish(
