@@ -199,7 +199,6 @@ def check(template: str, tokens: dict[str, str] | None = None, name: str = "temp
             for k, message in enumerate(messages[:-1]):
                 if message["role"] != "assistant":
                     continue
-                checked += 1
                 prompt = render(template, messages[:k], tools, True, tokens)
                 if message.get("tool_calls") or message.get("reasoning_content"):
                     reply = render(template, [*messages[:k], _as_generated(message)], tools, False, tokens)
@@ -209,12 +208,14 @@ def check(template: str, tokens: dict[str, str] | None = None, name: str = "temp
                         breaks.append(
                             Break(conversation, k, construct, at, prompt[at:][:EXCERPT], reply[at:][:EXCERPT])
                         )
+                        checked += 1
                         continue
                     expected = reply
                 else:
                     content = message["content"]
                     expected = prompt + content[_overlap(prompt, content) :]
                 nxt = render(template, messages[: k + 2], tools, True, tokens)
+                checked += 1
                 if nxt.startswith(expected):
                     continue
                 at = _common(expected, nxt)

@@ -90,3 +90,10 @@ def test_two_public_templates() -> None:
         text = (folder / name).read_text(encoding="utf-8")
         assert hashlib.sha256(text.encode()).hexdigest() == sha256, name
         assert breaks <= set(_breaks(text)), name
+
+
+def test_a_conversation_the_template_refuses_is_skipped_and_said(capsys) -> None:
+    strict = "{% if tools %}{{ raise_exception('this template takes no tools') }}{% endif %}" + CHATML
+    report = check(strict.replace("{{ ARGS }}", "{{ c.function.arguments }}"), name="strict")
+    assert list(report.skipped) == ["tool-call"] and "takes no tools" in report.skipped["tool-call"]
+    assert report.breaks == [] and report.turns_checked == 6  # the tool-call conversation's two are not
