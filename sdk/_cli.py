@@ -30,6 +30,7 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "multi-turn"): ("radixgate.bench.multi_turn", "chat history kept as generated vs re-tokenized; overhead"),
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
     ("bench", "trace"): ("radixgate.bench.trace", "replay a Mooncake trace: hit rate per eviction policy vs Belady"),
+    ("bench", "retention"): ("radixgate.bench.retention", "priority TTFT under overload, TTL pins, noisy neighbour"),
     ("bench", "kernels"): ("radixgate.bench.kernels", "decode and extend attention kernels (meant for a GPU)"),
     ("bench", "gpu-engine"): ("radixgate.bench.gpu_engine", "the engine on an 8B-shaped checkpoint, 16-bit vs FP8 KV"),
     ("bench", "cuda-graph"): ("radixgate.bench.cuda_graph", "decode as CUDA graphs vs eager: equality, tokens/s"),

@@ -84,15 +84,13 @@ class PinTable:
             self._set_expiry(pin, max(pin.expires, now + ttl_s))
             return None
         new = self._unpinned_tokens(node)
-        cap = self.max_pinned_tokens
-        if self.tenant_cap is not None:
-            cap = min(cap, self.tenant_cap(namespace))
+        cap = None if self.tenant_cap is None else min(self.max_pinned_tokens, self.tenant_cap(namespace))
         reason = None
         if self.max_pinned_tokens == 0:
             reason = "pins are off on this server (max_pinned_ratio 0)"
         elif new > self.max_pinned_tokens:
             reason = f"the prefix ({new} tokens) is larger than the pin budget ({self.max_pinned_tokens} tokens)"
-        elif self.tokens_by_namespace[namespace] + new > cap:
+        elif cap is not None and self.tokens_by_namespace[namespace] + new > cap:
             reason = f"this tenant's pins are at their cap ({cap} tokens)"
         if reason is not None:
             self.num_refused += 1

@@ -2,26 +2,21 @@
 
 Contract
 - `match_prefix(key, namespace)` returns the slots of the longest cached prefix of `key` (page-aligned)
-  and the node that ends it. The slots stay valid only while that node is locked (`inc_lock_ref`):
-  an unlocked node may be evicted by the next `evict` call.
+  and the node ending it; they stay valid only while that node is locked (`inc_lock_ref`).
 - `insert(key, slots, namespace)` stores `key -> slots` and returns how many leading tokens were
-  already cached. The tree takes ownership of slots past that point; slots of the already-cached
-  part stay the caller's to free (they duplicate KV the tree already holds).
+  already cached; the tree owns the slots past that point (the caller frees the duplicates before it).
 - `inc_lock_ref(node)` / `dec_lock_ref(node)` protect / release a node and all its ancestors.
-- `evict(num_tokens)` frees unlocked leaves, in the order of the eviction policy (`eviction.py`;
-  least recently used first by default), until `num_tokens` are freed or nothing evictable remains.
-  Every policy keeps the same books below; only the order of eviction differs.
-- Namespaces (a tenant's cache salt, an extra key) have separate roots: they never share nodes;
-  `reset_namespace(ns)` drops one of them.
+- `evict(num_tokens)` frees unlocked, unpinned leaves in the eviction policy's order (`eviction.py`),
+  tenants above their fair share first when `fair` is set (`tenant_share.py`).
+- Namespaces (a tenant's cache salt) have separate roots and never share nodes; `reset_namespace(ns)`
+  drops one of them. `tokens_by_namespace` counts each one's device tokens.
 
-Tiers (HiCache, `hicache/tier_controller.py`): `device_slots` is a node's device slots, or None once the device evicted
-it; `host_slots` its host slots, or None. Device nodes form a top subtree (a device node's parent
-is on the device). `match` reports the device part and the host-only part after it; `insert` over a
-host-only node adopts the given slots (the caller loaded or recomputed that KV), so that part does
-not count as cached. With a `demote` hook, device eviction keeps a node the hook copied to the
-host; otherwise the node leaves, with any host-only nodes below it.
+Tiers (HiCache, `hicache/tier_controller.py`): `device_slots` / `host_slots` are a node's slots in each
+tier, or None. Device nodes form a top subtree; `match` reports the device part and the host-only part
+after it; `insert` over a host-only node adopts the given slots. With a `demote` hook, device eviction
+keeps a node the hook copied to the host; otherwise the node leaves, with the host-only nodes below it.
 
-Token accounting (every cached token is in exactly one column):
+Token accounting (every cached token is in exactly one column; device nodes only, except host_size):
 
 | column          | what it holds                                   | changes when                      |
 |-----------------|-------------------------------------------------|-----------------------------------|
@@ -30,8 +25,6 @@ Token accounting (every cached token is in exactly one column):
 | pinned_size     | tokens in nodes with lock_ref == 0 < pin_ref    | pin / unpin (`pins.py`), lock     |
 | host_size       | tokens with a host copy (a separate pool)       | host copy set (+) or dropped (-)  |
 
-Only nodes on the device count in evictable/protected; a locked node is always on the device.
-
 With the allocator's free tokens and the running requests' own tokens these add up to the pool.
 """
 
@@ -39,6 +32,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
@@ -64,12 +58,10 @@ class RadixCache:
         # KV events (kv_events.KVEventRecorder): told which nodes enter and leave each tier
         self.events: Any = None
         self.pins: Any = None  # pins.PinTable, when TTL pins are on
+        self.fair: Any = None  # tenant_share.TenantShares, when eviction keeps tenants' fair shares
+        self.tokens_by_namespace: Counter[Hashable] = Counter()  # device tokens per namespace
         self.roots: dict[Hashable, TreeNode] = {}
-        self.evictable_size = 0
-        self.protected_size = 0
-        self.pinned_size = 0
-        self.host_size = 0
-        self.num_nodes = 0
+        self.evictable_size = self.protected_size = self.pinned_size = self.host_size = self.num_nodes = 0
         self._clock = itertools.count(1)
         self._heap: list[tuple[Any, int, TreeNode]] = []  # (policy key, seq, leaf), lazily invalidated
         self._seq = itertools.count()
@@ -184,6 +176,7 @@ class RadixCache:
                 if self.events is not None:
                     self.events.stored(new)
                 self.evictable_size += end - pos
+                self.tokens_by_namespace[new.namespace] += end - pos
                 self._push(new)
                 return existing
             n = self._page_align(common_prefix_len(child.key, key[pos : pos + len(child.key)]))
@@ -196,6 +189,7 @@ class RadixCache:
                 assert child.lock_ref == 0, "a node off the device cannot be locked"
                 child.device_slots = tuple(slots[pos : pos + n])
                 self.evictable_size += n
+                self.tokens_by_namespace[child.namespace] += n
                 if self.events is not None:
                     self.events.stored(child)
             else:
@@ -240,12 +234,7 @@ class RadixCache:
             self._compact_heap()
 
     def _compact_heap(self) -> None:
-        live = {}
-        for entry in self._heap:
-            node = entry[2]
-            if self._is_evictable_leaf(node) and entry[0] == self._key(node):
-                live[id(node)] = entry
-        self._heap = list(live.values())
+        self._heap = list({id(e[2]): e for e in self._heap if self._is_live(e)}.values())
         heapq.heapify(self._heap)
 
     def _is_device_leaf(self, node: TreeNode) -> bool:
@@ -261,29 +250,39 @@ class RadixCache:
         return node.lock_ref == 0 and node.pin_ref == 0 and self._is_device_leaf(node)
 
     def evict(self, num_tokens: int) -> int:
-        """Frees unlocked device leaves, smallest policy key first, until at least num_tokens are
-        freed; returns tokens freed.
-        A leaf that the `demote` hook copied to the host stays in the tree, host-only."""
-        freed = 0
+        """Frees evictable device leaves, smallest policy key first, until at least num_tokens are
+        freed; returns tokens freed (a leaf the `demote` hook copied to the host stays, host-only)."""
         if self.pins is not None:
             self.pins.expire()  # an expired pin is an ordinary node again before anything is taken
+        if self.fair is not None:
+            return self.fair.evict(self, num_tokens)  # tenants above their share first
+        freed = 0
         while freed < num_tokens and self._heap:
-            key, _, node = heapq.heappop(self._heap)
-            if not self._is_evictable_leaf(node) or key != self._key(node):
-                continue  # stale entry: the node was touched, locked, split or grew children
-            freed += len(node.key)
-            self.evictable_size -= len(node.key)
-            keep = self.demote is not None and self.demote(node)
-            if self.events is not None:
-                self.events.removed(node)
-            assert node.device_slots is not None and node.parent is not None  # a device leaf, not a root
-            self._free_slots(node.device_slots)
-            node.device_slots = None
-            if not keep:
-                self.remove_subtree(node)
-            parent = node.parent
-            if self._is_evictable_leaf(parent):
-                self._push(parent)
+            entry = heapq.heappop(self._heap)
+            if self._is_live(entry):
+                freed += self._evict_leaf(entry[2])
+        return freed
+
+    def _is_live(self, entry: tuple[Any, int, TreeNode]) -> bool:
+        """False for a stale heap entry: its node was touched, locked, pinned, split or grew children."""
+        return self._is_evictable_leaf(entry[2]) and entry[0] == self._key(entry[2])
+
+    def _evict_leaf(self, node: TreeNode) -> int:
+        """Takes one evictable leaf off the device (keeping it host-only if `demote` copied it)."""
+        freed = len(node.key)
+        self.evictable_size -= len(node.key)
+        self.tokens_by_namespace[node.namespace] -= len(node.key)
+        keep = self.demote is not None and self.demote(node)
+        if self.events is not None:
+            self.events.removed(node)
+        assert node.device_slots is not None and node.parent is not None  # a device leaf, not a root
+        self._free_slots(node.device_slots)
+        node.device_slots = None
+        if not keep:
+            self.remove_subtree(node)
+        parent = node.parent
+        if self._is_evictable_leaf(parent):
+            self._push(parent)
         return freed
 
     def remove_subtree(self, node: TreeNode) -> None:
@@ -327,9 +326,7 @@ class RadixCache:
 
     @staticmethod
     def namespace_of(node: TreeNode) -> Hashable:
-        while node.parent is not None:
-            node = node.parent
-        return node.namespace
+        return node.namespace  # every node carries its root's
 
     def reset(self) -> None:
         """Drops every node, freeing their slots. Only valid when no node is locked."""
@@ -351,6 +348,7 @@ class RadixCache:
         self.roots.clear()
         self._heap.clear()
         self.evictable_size = self.protected_size = self.pinned_size = self.num_nodes = 0
+        self.tokens_by_namespace.clear()
 
     def reset_namespace(self, namespace: Hashable) -> bool:
         """Drops every node of one namespace (a tenant's salt), freeing their slots; other namespaces
@@ -378,6 +376,7 @@ class RadixCache:
         self.num_nodes -= len(nodes)
         if self.pins is not None:
             self.pins.clear(namespace, everything=False)
+        self.tokens_by_namespace.pop(namespace, None)
         del self.roots[namespace]
         return True
 

@@ -47,7 +47,7 @@ class TreeNode:
         self.device_slots = device_slots  # device KV slots of those tokens, same length; None if evicted to host
         self.host_slots: tuple[int, ...] | None = None  # host KV slots (HiCache), same length
         self.host_lock_ref = 0  # > 0 while a request is about to load the host copy back
-        self.namespace: Hashable = None  # set on roots
+        self.namespace: Hashable = parent.namespace if parent is not None else None  # a root's is set on it
         self.children: dict[Hashable, TreeNode] = {}
         self.parent = parent
         self.depth: int = (parent.depth if parent is not None else 0) + len(key)  # tokens from the root

@@ -30,6 +30,7 @@ from ..kvcache.page_allocator import PageAllocator
 from ..kvcache.pins import PinTable
 from ..kvcache.radix_cache import RadixCache, TreeNode
 from ..kvcache.slot_table import SlotTable
+from ..kvcache.tenant_share import TenantShares
 from .request import Req
 
 
@@ -87,13 +88,17 @@ class CacheManager:
             assert self.radix_cache is not None, "HiCache needs the radix cache"
             hicache.attach(self.radix_cache)
         self.pins: PinTable | None = None  # TTL pins (kvcache/pins.py); set by from_config
+        self.shares = TenantShares(self.capacity)  # tenants' fair shares (kvcache/tenant_share.py)
 
     def enable_pins(self, max_pinned_ratio: float, clock: Any = None, tenant_cap: Any = None) -> PinTable | None:
         """TTL pins inside `max_pinned_ratio` of the pool; with HiCache a released pin is copied down first."""
         if self.radix_cache is None:
             return None
         kwargs = {"clock": clock} if clock is not None else {}
-        self.pins = PinTable(self.radix_cache, int(max_pinned_ratio * self.capacity), tenant_cap=tenant_cap, **kwargs)
+        budget = int(max_pinned_ratio * self.capacity)
+        if tenant_cap is None:  # each tenant's pins: its fair share of the budget
+            tenant_cap = lambda namespace: self.shares.pin_cap(namespace, budget)  # noqa: E731
+        self.pins = PinTable(self.radix_cache, budget, tenant_cap=tenant_cap, **kwargs)
         if self.hicache is not None:
             self.pins.demote = self.hicache.backup
         return self.pins
@@ -111,8 +116,15 @@ class CacheManager:
             config.radix_eviction_policy,
             config.schedule_low_priority_values_first,
         )
+        manager.shares.window_s = config.tenant_active_window_s
+        if config.tenant_cache_fairness and manager.radix_cache is not None:
+            manager.radix_cache.fair = manager.shares
         manager.enable_pins(config.max_pinned_ratio)
         return manager
+
+    def set_tenant_weight(self, namespace: object, weight: float) -> None:
+        """The tenant's weight in fair shares (the gateway's keys file); 1 unless set."""
+        self.shares.weights[namespace] = weight
 
     def _free_slots(self, slots: Sequence[int]) -> None:
         self.allocator.free(self.allocator.pages_of(slots))
@@ -285,18 +297,19 @@ class CacheManager:
         req.prefix_len = req.num_allocated = req.num_computed = 0
 
     def pin_stats(self) -> dict[str, Any]:
-        """`pinned_tokens_<tier>`, the pin count and budget (`/server_info`, `/metrics`)."""
-        if self.pins is None:
-            return {"num_pins": 0, "max_pinned_tokens": 0, "pinned_tokens_device": 0, "pinned_tokens_host": 0}
-        self.pins.expire()
-        tiers = self.pins.tokens_by_tier()
+        """`pinned_tokens_<tier>`, the pins' counts and budget, fair evictions (`/server_info`, `/metrics`)."""
+        pins = self.pins
+        if pins is not None:
+            pins.expire()
+        tiers = pins.tokens_by_tier() if pins is not None else {"device": 0, "host": 0}
         return {
-            "num_pins": len(self.pins),
-            "max_pinned_tokens": self.pins.max_pinned_tokens,
+            "num_pins": len(pins) if pins is not None else 0,
+            "max_pinned_tokens": pins.max_pinned_tokens if pins is not None else 0,
             **{f"pinned_tokens_{tier}": n for tier, n in tiers.items()},
-            "num_pins_expired": self.pins.num_expired,
-            "num_pins_released_over_budget": self.pins.num_released_over_budget,
-            "num_pins_refused": self.pins.num_refused,
+            "num_pins_expired": pins.num_expired if pins is not None else 0,
+            "num_pins_released_over_budget": pins.num_released_over_budget if pins is not None else 0,
+            "num_pins_refused": pins.num_refused if pins is not None else 0,
+            "num_fair_evictions": self.shares.num_fair_evictions,
         }
 
     def _apply_pins(self, req: Req, computed: int) -> None:

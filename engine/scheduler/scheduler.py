@@ -78,6 +78,7 @@ class Scheduler:
 
     def add(self, req: Req) -> None:
         req.queued_step = self.num_steps + 1  # the first step that can schedule it: it has waited 0 there
+        self.cache_manager.shares.seen(req.cache_salt)  # its tenant is active (fair shares)
         self.waiting.append(req)
 
     def effective_priority(self, req: Req) -> int:

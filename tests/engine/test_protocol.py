@@ -47,6 +47,7 @@ DOCUMENTED = {
     "num_pins_expired",
     "num_pins_released_over_budget",
     "num_pins_refused",
+    "num_fair_evictions",  # tenant fair shares (kvcache/tenant_share.py)
 }
 
 

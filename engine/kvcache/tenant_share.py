@@ -1,0 +1,83 @@
+"""Each tenant's fair share of the cache: who counts, how much each may keep, and eviction that
+takes first from the tenants above their share, so one tenant's flood cannot evict another's
+working set.
+
+A tenant is a namespace of the radix tree (its cache salt). It is active while it sent a request
+within `window_s` seconds; its share of the device pool is `capacity * weight / (sum of the active
+tenants' weights)`, and an inactive tenant's share is 0. With `is_fair` on, `evict` pops leaves in
+the eviction policy's order but sets aside those of tenants at or below their share while some
+tenant holds more than its share; when the tenants above their share have nothing evictable left,
+the set-aside leaves go in policy order after all (a request is never refused for fairness). The
+same shares cap each tenant's TTL pins (`pin_cap`: its share of the pin budget).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .radix_cache import RadixCache
+
+__all__ = ["TenantShares"]
+
+
+class TenantShares:
+    def __init__(self, capacity: int, window_s: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.capacity = capacity
+        self.window_s = window_s
+        self.clock = clock
+        self.last_seen: dict[Hashable, float] = {}
+        self.weights: dict[Hashable, float] = {}  # the gateway sets each tenant's weight (default 1)
+        self.num_fair_evictions = 0  # leaves taken from a tenant above its share while others waited
+
+    def seen(self, namespace: Hashable) -> None:
+        """A request of `namespace` arrived: it is active for the next window."""
+        self.last_seen[namespace] = self.clock()
+
+    def active(self) -> dict[Hashable, float]:
+        cutoff = self.clock() - self.window_s
+        return {ns: self.weights.get(ns, 1.0) for ns, t in self.last_seen.items() if t >= cutoff}
+
+    def fraction(self, namespace: Hashable, active: dict[Hashable, float] | None = None) -> float:
+        """The tenant's share, 0..1 (1 when it is the only active tenant)."""
+        active = self.active() if active is None else active
+        total = sum(active.values())
+        return active.get(namespace, 0.0) / total if total else 1.0
+
+    def pin_cap(self, namespace: Hashable, budget: int) -> int:
+        return int(budget * self.fraction(namespace))
+
+    def fair_tokens(self) -> dict[Hashable, int]:
+        """Each active tenant's share of the device pool, in tokens."""
+        active = self.active()
+        return {ns: int(self.capacity * self.fraction(ns, active)) for ns in active}
+
+    def evict(self, cache: RadixCache, num_tokens: int) -> int:
+        """`cache.evict` with fair shares: leaves of tenants above their share first."""
+        fair = self.fair_tokens()
+        held = cache.tokens_by_namespace
+        over = {ns for ns, n in held.items() if n > fair.get(ns, 0)}
+        freed, set_aside = 0, []
+        while freed < num_tokens and cache._heap:
+            entry = heapq.heappop(cache._heap)
+            if not cache._is_live(entry):
+                continue
+            ns = entry[2].namespace
+            if over and ns not in over:
+                set_aside.append(entry)
+                continue
+            freed += cache._evict_leaf(entry[2])
+            if over:
+                self.num_fair_evictions += 1
+                if held[ns] <= fair.get(ns, 0):
+                    over.discard(ns)  # down to its share: no longer first in line
+        for entry in set_aside:  # policy order again for the others; evicted from if still short
+            heapq.heappush(cache._heap, entry)
+        while freed < num_tokens and cache._heap:
+            entry = heapq.heappop(cache._heap)
+            if cache._is_live(entry):
+                freed += cache._evict_leaf(entry[2])
+        return freed
