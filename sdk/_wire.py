@@ -149,7 +149,7 @@ class Divergence:
 
 @dataclass
 class TemplateStats:
-    """One row of ``GET /v1/prompt_stats``: one template's requests, without any prompt text.
+    """One row of ``GET /v1/prompt_stats``: one template's requests; prompt text only in the drift's excerpts.
 
     Readers accept rows from servers that send fewer fields: all but `template` have defaults.
     """

@@ -102,7 +102,7 @@ class FlushCacheResponse(BaseModel):
 
 
 class PromptStatsResponse(BaseModel):
-    """`/v1/prompt_stats`: one row per template (`radixgate._wire.TemplateStats`, no prompt text)."""
+    """`/v1/prompt_stats`: one row per template (`radixgate._wire.TemplateStats`; text: drift excerpts only)."""
 
     templates: list[TemplateStats]
 
