@@ -6,6 +6,7 @@ what it generated, all of which the engine cached), read from a recording of wha
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import aclosing
@@ -22,6 +23,21 @@ from radixgate.gateway.workers.remote import OpenAIWorker
 from radixgate.gateway.workers.worker import LocalWorker
 
 PAGE = 16
+# (scenario, expected, reported, diverged_at_token, first differing index): `pytest -s` prints the table
+REPORT: list[tuple[str, str, str, Any, Any]] = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _print_report() -> Iterator[None]:
+    yield
+    print("\n| scenario | expected | reported | diverged_at_token | first differing index |")
+    print("|---|---|---|---|---|")
+    for row in REPORT:
+        print("| " + " | ".join(str(x) for x in row) + " |")
+
+
+def scenario() -> str:
+    return os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
 
 
 class Recording:
@@ -122,15 +138,23 @@ def reason(answer: dict[str, Any]) -> dict[str, Any]:
 
 def check_diverged(gw: Gateway, answer: dict[str, Any], compared: dict[str, Any], kind: str) -> dict[str, Any]:
     miss = reason(answer)
+    first = first_difference(gw.sent(answer["id"]), gw.received(compared["id"]))
+    REPORT.append((scenario(), kind, miss["type"], miss["diverged_at_token"], first))
     assert miss["type"] == kind, miss
-    assert miss["diverged_at_token"] == first_difference(gw.sent(answer["id"]), gw.received(compared["id"]))
+    assert miss["diverged_at_token"] == first
     return miss
+
+
+def report(expected: str, diagnostics: dict[str, Any]) -> None:
+    miss = diagnostics["cache_miss_reason"]
+    REPORT.append((scenario(), expected, miss["type"] if miss else "null", miss and miss["diverged_at_token"], "-"))
 
 
 def test_full_reuse_is_null(gateway: Gateway) -> None:
     messages = [{"role": "system", "content": system(f"full-{uid()}")}, {"role": "user", "content": "hi"}]
     first = gateway.chat(messages)
     again = gateway.chat(messages, first["id"])
+    report("null", again["cache_diagnostics"])
     assert again["cache_diagnostics"] == {
         "cached_tokens": again["usage"]["prompt_tokens_details"]["cached_tokens"],
         "cache_miss_reason": None,
@@ -221,6 +245,7 @@ def test_unknown_and_other_tenants_ids_are_not_found(paged_worker: LocalWorker) 
         mine = gw.post("/v1/completions", body | {"cache_diagnostics": {"previous_response_id": None}}, "key-a")
         for key, previous in (("key-b", mine["id"]), ("key-a", "cmpl-never-issued"), ("key-b", "cmpl-never-issued")):
             answer = gw.post("/v1/completions", body | {"cache_diagnostics": {"previous_response_id": previous}}, key)
+            report("previous_response_not_found", answer["cache_diagnostics"])
             assert reason(answer) == {
                 "type": "previous_response_not_found",
                 "cache_missed_input_tokens": answer["usage"]["prompt_tokens"]
@@ -234,29 +259,39 @@ def test_unknown_and_other_tenants_ids_are_not_found(paged_worker: LocalWorker) 
         gw.close()
 
 
+def fill(gateway: Gateway, tag: str) -> None:
+    """6 x ~290 new tokens through the 2048-token pool (one batch): older prompts' pages go."""
+    prompts = [system(f"{tag}-{i}", 30) for i in range(6)]
+    gateway.post("/v1/completions", {"model": "tiny", "prompt": prompts, "max_tokens": 1})
+
+
 def test_evicted_under_a_small_pool_and_cold(raw: Gateway) -> None:
     gateway, tag = raw, f"evict-{uid()}"
     text = system(tag, 30)
     first = gateway.complete(text)
-    for i in range(6):  # 6 x ~290 tokens through a 2048-token pool: the first prompt's pages go
-        gateway.complete(system(f"{tag}-filler-{i}", 30), max_tokens=1)
+    fill(gateway, f"{tag}-filler")
     recent = gateway.complete(text + " more", None)  # without an id: the recent prompt that shared more
-    miss = reason(recent)
+    miss, shared = reason(recent), first_difference(gateway.sent(recent["id"]), gateway.received(first["id"]))
+    REPORT.append((scenario() + " (id null)", "evicted", miss["type"], miss["diverged_at_token"], shared))
     assert miss["type"] == "evicted"
-    assert miss["diverged_at_token"] == first_difference(gateway.sent(recent["id"]), gateway.received(first["id"]))
-    for i in range(6):
-        gateway.complete(system(f"{tag}-filler-again-{i}", 30), max_tokens=1)
+    assert miss["diverged_at_token"] == shared
+    fill(gateway, f"{tag}-filler-again")
     again = gateway.complete(text, first["id"])
     check_diverged(gateway, again, first, "evicted")
     # without an id: against the tenant's recent prompts; the first one shared more than was cached
     question = " ".join(f"Question {i} is new." for i in range(8))
     recent = gateway.complete(text + question, None)  # `again` cached it again: the rest is new
+    report("cold", recent["cache_diagnostics"])
     assert reason(recent)["type"] == "cold"
     cold = gateway.complete(system(f"{tag}-never-seen", 30), None)
+    report("cold", cold["cache_diagnostics"])
     assert reason(cold)["type"] == "cold"
 
 
 def test_history_rerendered_without_keeping_and_kept_with_it(paged_worker: LocalWorker) -> None:
+    def floor(n: int) -> int:
+        return n - n % PAGE
+
     for keeping in (True, False):
         gw = Gateway(paged_worker, history_keeping=keeping)
         try:
@@ -264,17 +299,18 @@ def test_history_rerendered_without_keeping_and_kept_with_it(paged_worker: Local
                 {"role": "system", "content": system(f"hist-{uid()}", 10)},
                 {"role": "user", "content": "tell me a story"},
             ]
-            for seed in range(20):  # a reply whose text tokenizes to other ids than were generated
-                first = gw.chat(messages, max_tokens=24, seed=seed)
+            for seed in range(10):  # without keeping: until the re-tokenized reply departs a page before its end
+                first = gw.chat(messages, max_tokens=40, seed=seed)
                 reply = first["choices"][0]["message"]["content"]
-                generated = gw.worker.outputs[f"{first['id']}-0"]
-                if gw.worker.tokenize(reply, add_special_tokens=False) not in (generated, generated[:-1]):
+                follow = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": "go on"}]
+                second = gw.chat(follow, first["id"])
+                sent, received = gw.sent(second["id"]), gw.received(first["id"])
+                if keeping or floor(first_difference(sent, received)) < floor(min(len(sent), len(received)) - 1):
                     break
-            follow = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": "go on"}]
-            second = gw.chat(follow, first["id"])
             if keeping:
+                report("null (history kept)", second["cache_diagnostics"])
                 assert second["cache_diagnostics"]["cache_miss_reason"] is None
-                assert gw.sent(second["id"])[: len(gw.received(first["id"]))] == gw.received(first["id"])
+                assert sent[: len(received)] == received
             else:
                 miss = check_diverged(gw, second, first, "history_rerendered")
                 assert miss["message_index"] == 2
@@ -298,16 +334,19 @@ def test_streaming_and_several_choices(gateway: Gateway) -> None:
         events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
     last = events[-1]
     assert last["choices"] == [] and last["usage"] is not None  # the usage chunk, though include_usage was not set
-    assert last["cache_diagnostics"]["cache_miss_reason"]["type"] == "system_changed"
     finishing = {c["index"]: c["cache_diagnostics"] for e in events for c in e["choices"] if c.get("finish_reason")}
-    assert sorted(finishing) == [0, 1]
+    assert sorted(finishing) == [0, 1] and last["cache_diagnostics"] == finishing[0]
     for i, diagnostics in finishing.items():  # a choice admitted after the other's prefill hits its prefix
         sent, miss = gateway.sent(last["id"], i), diagnostics["cache_miss_reason"]
         if miss is None:
             assert diagnostics["cached_tokens"] >= len(sent) - PAGE
         else:
+            shared = first_difference(sent, gateway.received(first["id"]))
+            REPORT.append(
+                (scenario() + f" (choice {i})", "system_changed", miss["type"], miss["diverged_at_token"], shared)
+            )
             assert miss["type"] == "system_changed"
-            assert miss["diverged_at_token"] == first_difference(sent, gateway.received(first["id"]))
+            assert miss["diverged_at_token"] == shared
     assert any(d["cache_miss_reason"] is not None for d in finishing.values())
     changed[0]["content"] = text.replace("Rule 21", "RULE 21")
     whole = gateway.chat(changed, first["id"], n=2)

@@ -103,7 +103,7 @@ def test_a_ten_turn_messages_session_keeps_the_cache(client: TestClient) -> None
     for turn in range(10):
         messages.append({"role": "user", "content": f"Turn {turn}: go on with the story."})
         answer = sdk.messages.create(
-            model="tiny", max_tokens=8, system=text, messages=messages, extra_body={"temperature": 1.0}
+            model="tiny", max_tokens=6, system=text, messages=messages, extra_body={"temperature": 1.0}
         )
         u = answer.usage
         prompt = u.input_tokens + (u.cache_read_input_tokens or 0) + (u.cache_creation_input_tokens or 0)
