@@ -8,6 +8,8 @@ import ast
 import bisect
 import collections
 import itertools
+import operator
+import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -186,18 +188,38 @@ def _statements(root: ast.stmt) -> Iterator[ast.AST]:
         yield node
 
 
-def hot_line_prefix(low: str, num_lines: int, extra: tuple[str, ...] = ()) -> list[int]:
+# Searched in the reversed source, where each match starts at a literal `(` (found fast, no backtracking).
+_CALLED = re.compile(r"\(\s*(\w+)")  # a name called (`name (`), reversed
+_CALL_RUN = re.compile(r"\((\w+)")  # the word characters right before a `(`, reversed
+PLAIN_NAME = re.compile(r"[a-z0-9_]+")
+
+
+def called_names(low: str) -> set[str]:
+    """The names `low` calls: each word run followed by `(` (spaces allowed between)."""
+    return {run[::-1] for run in _CALLED.findall(low[::-1])}
+
+
+def called_suffixes(low: str) -> set[str]:
+    """Every `w` such that `w(` occurs in `low`: each word run right before a `(`, and each of its
+    suffixes (exact for `PLAIN_NAME` words, which lie inside such a run)."""
+    out: set[str] = set()
+    for run in set(_CALL_RUN.findall(low[::-1])):
+        out.update(run[i::-1] for i in range(len(run)))
+    return out
+
+
+def hot_line_prefix(low: str, num_lines: int, extra: tuple[str, ...] = (), base: list[int] | None = None) -> list[int]:
     """Running count of lines holding a `_HOT_WORDS` word (or one of `extra`, such as the names of
-    the project's wrappers): prefix[i] counts lines 1..i."""
-    starts = [0]
+    the project's wrappers): prefix[i] counts lines 1..i. `base`: this prefix without `extra`, already
+    computed (only `extra` is searched then)."""
     find = low.find
-    at = find("\n")
-    while at >= 0:
-        starts.append(at + 1)
-        at = find("\n", at + 1)
-    starts.append(len(low) + 1)
-    marked = bytearray(max(num_lines, len(starts)) + 1)
-    for word in _SCAN_WORDS + extra:
+    starts = [0, *itertools.accumulate(map((1).__add__, map(len, low.split("\n"))))]  # each line's offset
+    size = max(num_lines, len(starts)) + 1
+    if base is not None and len(base) == size:
+        marked = bytearray(map(operator.sub, base, [0, *base[:-1]]))
+    else:
+        marked, base = bytearray(size), None
+    for word in extra if base is not None else _SCAN_WORDS + extra:
         at = find(word)
         while at >= 0:
             line = bisect.bisect_right(starts, at)

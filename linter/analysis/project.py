@@ -17,13 +17,20 @@ read for their summaries too, but findings are reported only for the files given
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .calls import Evaluator
-from .facts import Parsed, ParseFailure, hot_line_prefix, parse
-from .reader import finish_walk, functions_of, parameters, start_walk, template_constant_sites
+from .facts import PLAIN_NAME, Parsed, ParseFailure, called_names, called_suffixes, hot_line_prefix, parse
+from .reader import (
+    finish_walk,
+    functions_of,
+    has_parameters,
+    message_list,
+    parameters,
+    start_walk,
+    template_constant_sites,
+)
 from .scope import Elsewhere, Module, ParamRef, Scope
 from .shape import Shape
 from .sinks import SinkReader, chain, is_template_call
@@ -31,7 +38,6 @@ from .site import Segment, Site
 from .walker import Walker
 
 _ROUNDS = 4
-_CALLED = re.compile(r"(\w+)\s*\(")  # a name called, in lower-cased source
 _FEW_WORDS = 400  # up to this many function names, search for each; above, list the names a file calls
 
 Key = tuple[str, str | None, str]  # (module, class or None, function)
@@ -75,13 +81,14 @@ class Project:
         self.functions: dict[Key, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.owners: dict[Key, Module] = {}
         self.names: set[str] = set()  # simple names of every function and method
-        self.methods: dict[str, list[Key]] = {}
+        self.methods: dict[str, dict[str, list[Key]]] = {}  # method name -> module name -> its keys
         self.wrappers: dict[Key, Wrapper] = {}
         self.calls: list[Call] = []
         self.lazy: dict[str, tuple[Path, str]] = {}  # modules without prompt words, parsed if imported
         self.quiet: list[tuple[Path, str, str]] = []  # reported files without prompt words
         self._imports: dict[int, list[Module]] = {}  # id(module) -> the project modules it imports
         self._connected: dict[int, list[Module]] = {}  # id(module) -> `connected(module)`
+        self._near: dict[int, set[str]] = {}  # id(module) -> the names of `connected(module)`
         self._importers: dict[int, list[Module]] | None = None  # id(module) -> the modules importing it
 
     # -- building ------------------------------------------------------------------------
@@ -99,7 +106,7 @@ class Project:
             self.owners.setdefault(key, module)
             self.names.add(fn.name)
             if cls is not None:
-                self.methods.setdefault(fn.name, []).append(key)
+                self.methods.setdefault(fn.name, {}).setdefault(module.name, []).append(key)
 
     def defer(self, path: Path, source: str, name: str, report: bool = False) -> None:
         """A module without prompt words: read only if another module imports from it, or (when
@@ -194,6 +201,13 @@ class Project:
             self._connected[key] = [module, *(linked[name] for name in sorted(linked))]
         return self._connected[key]
 
+    def near(self, module: Module) -> set[str]:
+        """The names of `connected(module)`, remembered."""
+        key = id(module)
+        if key not in self._near:
+            self._near[key] = {m.name for m in self.connected(module)}
+        return self._near[key]
+
     # -- reading -------------------------------------------------------------------------
     def run(self) -> None:
         self.mark_wrapper_calls()
@@ -217,16 +231,16 @@ class Project:
     def mark_wrapper_calls(self) -> None:
         """Lines calling a possible wrapper (a function with parameters that may hold a sink) are
         worth reading even without a prompt word on them."""
-        by_module: dict[str, set[str]] = {}
-        for key, fn in sorted(self.functions.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2])):
-            if _has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno):
-                by_module.setdefault(key[0], set()).add(key[2].lower())
-        every = set().union(*by_module.values())
+        holders: dict[str, set[str]] = {}  # a possible wrapper's name (lower-cased) -> the modules defining one
+        for key, fn in self.functions.items():
+            if has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno):
+                holders.setdefault(key[2].lower(), set()).add(key[0])
+        every = set(holders)
         calls = tuple(sorted(w + "(" for w in every))
         for path, source, name in self.quiet:  # parsed if it may call one; its calls resolve by import only
             low = source.lower()
             few = len(calls) <= _FEW_WORDS  # else list the names this file calls, once
-            if name in self.lazy and (any(w in low for w in calls) if few else every & set(_CALLED.findall(low))):
+            if name in self.lazy and (any(w in low for w in calls) if few else every & called_names(low)):
                 del self.lazy[name]
                 try:
                     parsed = parse(source, path.as_posix(), name, force=True)
@@ -234,13 +248,15 @@ class Project:
                     continue
                 if parsed is not None:
                     self.add(path, parsed, True)
+        odd = [w for w in holders if not PLAIN_NAME.fullmatch(w)]  # names `called_suffixes` may miss
         for entry in self.entries:  # lines calling a function of a connected module are worth a look
             module = entry.parsed.module
             low = entry.parsed.source.lower()
-            words = set().union(*(by_module.get(m.name, set()) for m in self.connected(module)))
-            hits = tuple(sorted(w + "(" for w in words if w + "(" in low))
+            near = self.near(module)
+            found = [w for w in called_suffixes(low) if w in holders] + [w for w in odd if w + "(" in low]
+            hits = tuple(sorted({w + "(" for w in found if not holders[w].isdisjoint(near)}))
             if hits:
-                module.hot_prefix = hot_line_prefix(low, len(entry.parsed.lines), hits)
+                module.hot_prefix = hot_line_prefix(low, len(entry.parsed.lines), hits, module.hot_prefix)
 
     def note_call(self, sinks: SinkReader, node: ast.Call, scope: Scope) -> None:
         """Remember a call that may reach one of the project's functions, with its arguments (read
@@ -263,7 +279,7 @@ class Project:
         for where, arg in places:
             if not isinstance(arg, ast.Starred) and ev.literal(arg, scope) is not None:
                 templates[where] = sinks.template_shape(arg, scope)
-            elif _message_list(arg, scope):
+            elif message_list(arg, scope):
                 messages[where] = sinks.message_segments(arg, scope)
         self.calls.append(Call(entry, node, targets, args, kwargs, templates, messages))
 
@@ -285,8 +301,10 @@ class Project:
         if isinstance(root, ast.Name) and root.id in module.imports:
             return self.imported(module, module.qualname(func))  # `llm_utils.ask(...)`
         # `self.llm.generate(...)`: a method of that name in a class of this module or one connected to it
-        near = {m.name for m in self.connected(module)}
-        return sorted(key for key in self.methods.get(func.attr, []) if key[0] in near)
+        near = self.near(module)
+        by_module = self.methods.get(func.attr, {})
+        names = near & by_module.keys() if len(near) < len(by_module) else by_module.keys() & near
+        return sorted(key for name in names for key in by_module[name])
 
     def imported(self, module: Module, qual: str | None) -> list[Key]:
         found = self.resolve(qual) if qual else None
@@ -374,26 +392,8 @@ class Project:
         return Site(call.node, segments, wrapper.site.confidence, wrapper.site.provider, wrapper.via)
 
 
-def _has_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether `parameters(fn, ...)` would name any (`self` and `cls` left out), without building them."""
-    args = fn.args
-    return bool(args.kwonlyargs) or any(a.arg not in ("self", "cls") for a in args.posonlyargs + args.args)
-
-
 def _elsewhere(node: ast.AST) -> Elsewhere:
     spot = Elsewhere()
     ast.copy_location(spot, node)
     spot.end_lineno, spot.end_col_offset = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
     return spot
-
-
-def _message_list(arg: ast.expr, scope: Scope) -> bool:
-    """Whether a call's argument is a list of messages (a display of dicts or message objects, or a
-    local list built up from them)."""
-    if isinstance(arg, ast.Name) and arg.id in scope.lists:
-        elements = scope.lists[arg.id].elements
-    elif isinstance(arg, (ast.List, ast.Tuple)):
-        elements = arg.elts
-    else:
-        return False
-    return any(isinstance(e, (ast.Dict, ast.Call)) for e in elements)

@@ -70,3 +70,21 @@ def functions_of(parsed: Parsed) -> list[tuple[ast.FunctionDef | ast.AsyncFuncti
     if parsed.module.all_functions is None:
         parsed.module.all_functions = list(functions_in(parsed.tree.body, None))
     return parsed.module.all_functions
+
+
+def has_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether `parameters(fn, ...)` would name any (`self` and `cls` left out), without building them."""
+    args = fn.args
+    return bool(args.kwonlyargs) or any(a.arg not in ("self", "cls") for a in args.posonlyargs + args.args)
+
+
+def message_list(arg: ast.expr, scope: Scope) -> bool:
+    """Whether a call's argument is a list of messages (a display of dicts or message objects, or a
+    local list built up from them)."""
+    if isinstance(arg, ast.Name) and arg.id in scope.lists:
+        elements = scope.lists[arg.id].elements
+    elif isinstance(arg, (ast.List, ast.Tuple)):
+        elements = arg.elts
+    else:
+        return False
+    return any(isinstance(e, (ast.Dict, ast.Call)) for e in elements)
