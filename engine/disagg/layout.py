@@ -66,11 +66,13 @@ class KVLayout:
             raise HandshakeError(f"the peer sent no valid KV layout: {json.dumps(data)[:200]}")
         return cls(**data)
 
-    def check_peer(self, peer: KVLayout) -> None:
-        """Raises HandshakeError naming every field that differs (ours vs theirs)."""
+    def check_peer(self, peer: KVLayout, me: str = "prefill worker", them: str = "decode worker") -> None:
+        """Raises HandshakeError naming every field that differs, with each side's value."""
         ours, theirs = self.to_dict(), peer.to_dict()
         names = {"dtype": "KV dtype (--kv-cache-dtype)", "page_size": "page size (--page-size)"}
-        diffs = [f"{names.get(k, k)}: {ours[k]} here, {theirs[k]} on the peer" for k in ours if ours[k] != theirs[k]]
+        diffs = [
+            f"{names.get(k, k)}: {ours[k]} on the {me}, {theirs[k]} on the {them}" for k in ours if ours[k] != theirs[k]
+        ]
         if diffs:
             raise HandshakeError("the prefill and decode workers' KV layouts differ; " + "; ".join(diffs))
 

@@ -31,38 +31,52 @@ def run_pd(prefill: PrefillSide, decode: DecodeSide, room: int, ids: list[int], 
     return out, received, result
 
 
-@pytest.fixture
-def pd(make_engine):
-    sides: list[PrefillSide] = []
-    decodes: list[DecodeSide] = []
+CALIBRATION = list(range(500, 564))  # FP8: every pool's scales come from this same first batch
+CONFIGS = {"ps1": dict(page_size=1), "ps16_fp8": dict(page_size=16, kv_cache_dtype="fp8_e4m3")}
 
-    def build(prefill_kwargs=None, decode_kwargs=None, backend="tcp", decode_backend=None, **common):
-        common.setdefault("chunked_prefill_size", 128)
-        p = PrefillSide(make_engine(**common, **(prefill_kwargs or {})), KEY, backend)
-        sides.append(p)
-        d = DecodeSide(make_engine(**common, **(decode_kwargs or {})), KEY, decode_backend or backend, timeout_s=10)
-        decodes.append(d)
+
+@pytest.fixture(scope="module")
+def engines():
+    """`engines(config, role)`: one engine per (config, role) for the module (building engines is
+    what costs here); each test leaves them idle and leak-free (`pd` checks)."""
+    from radixgate.engine import Engine, EngineConfig
+
+    built: dict[tuple[str, str], Engine] = {}
+
+    def get(config: str, role: str) -> Engine:
+        if (config, role) not in built:
+            engine = Engine(EngineConfig(chunked_prefill_size=128, max_total_tokens=16384, **CONFIGS[config]))
+            engine.start()
+            if role != "decode":
+                engine.generate(input_ids=[CALIBRATION], sampling=GREEDY)
+            built[config, role] = engine
+        return built[config, role]
+
+    yield get
+    for engine in built.values():
+        engine.shutdown()
+
+
+@pytest.fixture
+def pd(engines):
+    sides: list = []
+
+    def build(config="ps16_fp8", backend="tcp", decode_config=None, decode_backend=None):
+        p = PrefillSide(engines(config, "prefill"), KEY, backend)
+        d = DecodeSide(engines(decode_config or config, "decode"), KEY, decode_backend or backend, timeout_s=10)
+        sides.extend((p, d))
         return p, d
 
     yield build
     for side in sides:
         side.close()
-    for d in decodes:
-        d.close()
+        side.engine.check_idle_invariant()
 
 
-@pytest.mark.parametrize(
-    "page_size,backend,kv_cache_dtype",
-    [(1, "tcp", "auto"), (16, "shm", "auto"), (16, "tcp", "fp8_e4m3")],
-)
-def test_pd_gives_the_colocated_greedy_tokens(make_engine, pd, page_size, backend, kv_cache_dtype):
-    config = dict(page_size=page_size, kv_cache_dtype=kv_cache_dtype, chunked_prefill_size=128)
-    colocated = make_engine(**config)
-    prefill, decode = pd(backend=backend, **config)
-    calibration = list(range(500, 564))  # FP8: both pools' scales come from this same first batch
-    colocated.start()
-    colocated.generate(input_ids=[calibration], sampling=GREEDY)
-    prefill.engine.generate(input_ids=[calibration], sampling=GREEDY)
+@pytest.mark.parametrize("config,backend", [("ps1", "tcp"), ("ps16_fp8", "shm")])
+def test_pd_gives_the_colocated_greedy_tokens(engines, pd, config, backend):
+    colocated = engines(config, "colocated")
+    prefill, decode = pd(config, backend)
     prompts = prompts_32()
     with ThreadPoolExecutor(4) as pool:  # 4 transfers at a time; the co-located engine batches all 32
         pd_runs = list(pool.map(lambda room: run_pd(prefill, decode, room, prompts[room]), range(len(prompts))))
@@ -74,10 +88,11 @@ def test_pd_gives_the_colocated_greedy_tokens(make_engine, pd, page_size, backen
         assert out.cached_tokens == sent.output.cached_tokens
     assert sum(received.start > 0 for _, received, _ in pd_runs) >= 16, "the decode side reuses shared prefixes"
     assert decode.engine.pool.k_scales == prefill.engine.pool.k_scales
+    colocated.check_idle_invariant()
 
 
 def test_reuse_sends_only_the_pages_past_the_decode_prefix(pd):
-    prefill, decode = pd(page_size=16, chunked_prefill_size=512)
+    prefill, decode = pd()
     rng = random.Random(7)
     prefix = [rng.randrange(1000, 60000) for _ in range(2000)]
     first, second = prefix + [11, 12, 13, 14, 15], prefix + [21, 22, 23]
@@ -93,8 +108,14 @@ def test_reuse_sends_only_the_pages_past_the_decode_prefix(pd):
 
 def test_handshake_refuses_mismatched_layouts_naming_them(pd):
     for kwargs, words in [
-        (dict(prefill_kwargs={"page_size": 16}, decode_kwargs={"page_size": 1}), "page size"),
-        (dict(decode_kwargs={"kv_cache_dtype": "fp8_e4m3"}), "KV dtype"),
+        (
+            dict(config="ps16_fp8", decode_config="ps1"),
+            "page size \\(--page-size\\): 16 on the prefill worker, 1 on the decode worker",
+        ),
+        (
+            dict(config="ps1", decode_config="ps16_fp8"),
+            "KV dtype \\(--kv-cache-dtype\\): float32 on the prefill worker, float8_e4m3fn on the decode",
+        ),
         (dict(backend="tcp", decode_backend="shm"), "transfer backend"),
     ]:
         prefill, decode = pd(**kwargs)
@@ -103,7 +124,7 @@ def test_handshake_refuses_mismatched_layouts_naming_them(pd):
         decode.engine.check_idle_invariant()
     layout = decode.layout
     other = KVLayout(**{**layout.to_dict(), "tp_rank": 1})
-    with pytest.raises(HandshakeError, match="tp_rank: 0 here, 1 on the peer"):
+    with pytest.raises(HandshakeError, match="tp_rank: 0 on the prefill worker, 1 on the decode worker"):
         layout.check_peer(other)
 
 
@@ -144,22 +165,22 @@ class _FaultyBackend(TcpBackend):
 
 @pytest.mark.parametrize("fault,message", [("corrupt", "checksum"), ("die", "mid-transfer|closed|refused")])
 def test_a_failed_transfer_releases_the_reserved_pages_and_is_never_decoded(pd, fault, message):
-    prefill, decode = pd(page_size=16)
+    prefill, decode = pd()
     prefill.chunk_tokens = 16  # several chunks
     prefill.backend = _FaultyBackend(fault)
-    ids = list(range(1000, 1100))
+    ids = list(range(1000 + len(fault), 1100))  # a prompt of each test's own
     with pytest.raises(TransferError, match=message):
         run_pd(prefill, decode, 3, ids)
     decode.engine.check_idle_invariant()  # every reserved page free or in the tree
     tree = decode.engine.cache_manager.radix_cache
-    assert tree.total_size() == 0, "nothing of a failed transfer enters the decode worker's tree"
+    assert tree.match(ids).device_slots == [], "nothing of a failed transfer enters the decode worker's tree"
     prefill.backend = TcpBackend()
     out, received, _ = run_pd(prefill, decode, 4, ids)  # both sides work on afterwards
     assert received.start == 0 and len(out.token_ids) == GREEDY.max_new_tokens
 
 
 def test_a_dying_receiver_fails_the_prefill_and_releases_both_sides(pd, monkeypatch):
-    prefill, decode = pd(page_size=16)
+    prefill, decode = pd()
     prefill.chunk_tokens = 16
 
     def take_then_die(self, offset, nbytes):
@@ -185,7 +206,7 @@ def test_bootstrap_and_transfer_time_out(pd):
 
 
 def test_concurrent_transfers_share_one_bootstrap_server(pd):
-    prefill, decode = pd(page_size=16)
+    prefill, decode = pd()
     prompts = prompts_32(seed=3)[:8]
     results: dict[int, list[int]] = {}
 

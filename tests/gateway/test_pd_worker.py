@@ -21,18 +21,18 @@ AS_WORKER = {"Authorization": f"Bearer {WORKER_KEY}"}
 
 
 @pytest.fixture(scope="module")
-def pair() -> Iterator[tuple[TestClient, TestClient, DisaggWorker, DisaggWorker]]:
+def pair(worker) -> Iterator[tuple[TestClient, TestClient, DisaggWorker, DisaggWorker]]:
+    """A prefill worker on an engine of its own, a decode worker on the suite's shared engine."""
     from radixgate.engine import Engine, EngineConfig
 
-    def engine() -> Engine:
-        return Engine(EngineConfig(model_path="tiny", page_size=16, max_total_tokens=8192))
-
-    prefill = DisaggWorker(engine(), DisaggConfig("prefill", bootstrap_port=0), WORKER_KEY.encode())
-    assert prefill.prefill_side is not None
-    port = prefill.prefill_side.bootstrap_port
-    decode = DisaggWorker(
-        engine(), DisaggConfig("decode", prefill_bootstraps=(f"127.0.0.1:{port}",)), WORKER_KEY.encode()
+    prefill = DisaggWorker(
+        Engine(EngineConfig(model_path="tiny", max_total_tokens=8192)),
+        DisaggConfig("prefill", bootstrap_port=0),
+        WORKER_KEY.encode(),
     )
+    assert prefill.prefill_side is not None
+    allowed = (f"127.0.0.1:{prefill.prefill_side.bootstrap_port}",)
+    decode = DisaggWorker(worker.engine, DisaggConfig("decode", prefill_bootstraps=allowed), WORKER_KEY.encode())
     config = GatewayConfig(api_keys={TENANT_KEY: "tenant-a"}, worker_api_key=WORKER_KEY)
     clients = [TestClient(create_app(config, worker=w)) for w in (prefill, decode)]
     for c in clients:
@@ -40,9 +40,10 @@ def pair() -> Iterator[tuple[TestClient, TestClient, DisaggWorker, DisaggWorker]
     yield clients[0], clients[1], prefill, decode
     for c in clients:
         c.__exit__(None, None, None)
-    for w in (prefill, decode):
-        w.check_idle_invariant()
-        w.close()
+    prefill.check_idle_invariant()
+    prefill.close()
+    assert decode.decode_side is not None
+    decode.decode_side.close()  # the shared engine serves on
 
 
 def _both(pair, path: str, body: dict) -> tuple:
