@@ -36,7 +36,9 @@ BLOCK_TIMEOUT_S = 180
 POLICY = '"Refunds within 30 days with a receipt. Ship in 2 days. Never share card numbers. " * 8'
 # Names a fragment assumes (its page defines them in prose), keyed by (file, first line).
 SETUP = {
-    ("docs/hicache.md", "from radixgate.engine import Engine, EngineConfig"): "ids = list(range(1000, 1300))",
+    ("docs/hicache.md", "from radixgate.engine import Engine, EngineConfig, SamplingParams"): (
+        "ids = list(range(1000, 1300))"
+    ),
     ("docs/langchain.md", "from datetime import datetime"): f"POLICY = {POLICY}",
     ("docs/langchain.md", "llm = ChatOpenAI("): "from langchain_openai import ChatOpenAI",
     ("docs/llamaindex.md", "from datetime import datetime"): (
@@ -50,7 +52,7 @@ SETUP = {
 }
 # What a block that only defines things is then made to do (short answers: the tiny model on a CPU).
 EXERCISE = {
-    ("docs/hicache.md", "from radixgate.engine import Engine, EngineConfig"): (
+    ("docs/hicache.md", "from radixgate.engine import Engine, EngineConfig, SamplingParams"): (
         "assert out.cached_tokens_by_tier.keys() >= {'device'}, out\nengine.shutdown()"
     ),
     ("docs/langchain.md", "from datetime import datetime"): (

@@ -126,5 +126,19 @@ def test_an_abort_while_a_step_is_in_flight(engine):
     engine.flush_cache()
 
 
-def test_the_flag_reaches_the_engine():
-    assert EngineConfig(enable_overlap_schedule=True).enable_overlap_schedule
+def test_the_flag_turns_overlap_on_in_an_engine(engine):
+    """`--enable-overlap-schedule` builds an engine whose decode steps are launched ahead (counted in
+    its stats), with the same tokens as the engine without it, which launches none."""
+    from radixgate.gateway.cli import build_parser, engine_config
+
+    config = engine_config(build_parser().parse_args(["--enable-overlap-schedule", "--max-total-tokens", "4096"]))
+    sampling = SamplingParams(max_new_tokens=8, temperature=0.0, ignore_eos=True)
+    overlapped = Engine(config)
+    try:
+        tokens = [o.token_ids for o in overlapped.generate(PROMPTS[:2], sampling=sampling)]
+        assert overlapped.stats()["overlap_steps"] == 7  # each of the 7 decode steps was launched ahead
+        overlapped.check_idle_invariant()
+    finally:
+        overlapped.shutdown()
+    assert engine.stats()["overlap_steps"] == 0
+    assert run(engine, False, PROMPTS[:2], sampling) == tokens
