@@ -201,6 +201,7 @@ class GenerateRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     cache_salt: str | None = None
     route_hint: str | None = None
+    tenant_weight: float = 1.0  # the tenant's weight in the cache's fair shares (never from a client)
     bootstrap: Bootstrap | None = None  # prefill/decode disaggregation: the request's KV handoff
 
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from .api.middleware import LOOPBACK_HOSTS
-from .cli_retention import RETENTION_FLAGS, add_retention_flags
+from .cli_retention import RETENTION_FLAGS, add_retention_flags, tenant_weights
 from .config import GatewayConfig
 from .tenancy.secrets import install_key_reload, load_keys, worker_key
 from .workers.pd_router import add_pd_flags, disaggregation_of, pd_workers_of
@@ -284,6 +284,7 @@ def gateway_config(args: argparse.Namespace, engine: Any) -> GatewayConfig:
         host=args.host,
         port=args.port,
         api_keys=keys,
+        tenant_weights=tenant_weights(args.api_keys_file),
         rate_limit_rpm=args.rate_limit_rpm,
         rate_limit_tpm=args.rate_limit_tpm,
         max_queued_requests=args.max_queued_requests,

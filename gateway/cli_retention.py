@@ -57,3 +57,12 @@ def add_retention_flags(e: argparse._ArgumentGroup) -> None:
         default=None,
         help="a tenant counts toward fair shares while it sent a request within this many seconds (default 60)",
     )
+
+
+def tenant_weights(keys_file: str | None) -> dict[str, float]:
+    """Each tenant's weight in the cache's fair shares, from the keys file (`weight`; 1 if absent)."""
+    from .tenancy.auth import read_keys_file
+
+    if not keys_file:
+        return {}
+    return {e.tenant: e.weight for e in read_keys_file(keys_file) if e.weight != 1.0}

@@ -67,6 +67,8 @@ class GatewayConfig:
     response_store_size: int = 1000
     response_store_bytes: int = 64 * 1024 * 1024
     response_store_ttl_s: float = 3600.0
+    # Each tenant's weight in the cache's fair shares (the keys file's `weight`; default 1).
+    tenant_weights: Mapping[str, float] = field(default_factory=dict)
     # cache_diagnostics and history keeping (gateway/diagnostics/): recent prompts and generated
     # replies kept per tenant; history_keeping splices generated replies' ids into later chat prompts.
     diagnostics_history_size: int = 256

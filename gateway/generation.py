@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from radixgate.engine.protocol import GenerateOutput, GenerateRequest, StreamDelta
@@ -80,6 +80,8 @@ async def stream_job(state: AppState, job: Job) -> AsyncGenerator[StreamDelta, N
     """Stream the job's deltas. The last one carries `output`. Closing this generator aborts the
     engine request (its pages are freed); errors become `APIError`."""
     r, sp = job.request, job.request.sampling
+    weight = state.config.tenant_weights.get(job.tenant, 1.0)  # the keys file's weight (fair shares)
+    r = r if weight == r.tenant_weight else replace(r, tenant_weight=weight)
     sampling = {"max_tokens": sp.max_new_tokens, "temperature": sp.temperature, "top_p": sp.top_p, "seed": sp.seed}
     span = start_request_span(state.tracer, job.operation, state.model_name, job.tenant, job.tags.template, sampling)
     log_job(state, job)

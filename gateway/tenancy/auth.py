@@ -34,11 +34,13 @@ class KeyEntry:
     key: str
     tenant: str
     role: str = "tenant"
+    weight: float = 1.0  # the tenant's weight in cache fair shares (engine/kvcache/tenant_share.py)
 
 
 def read_keys_file(path: str | Path) -> list[KeyEntry]:
-    """A JSON object (`{"KEY": "TENANT"}` or `{"KEY": {"tenant": ..., "role": "admin"}}`), or lines
-    of `KEY TENANT [ROLE]` (`#` starts a comment); ROLE is `tenant` (the default) or `admin`."""
+    """A JSON object (`{"KEY": "TENANT"}` or `{"KEY": {"tenant": ..., "role": "admin", "weight": 2}}`),
+    or lines of `KEY TENANT [ROLE [WEIGHT]]` (`#` starts a comment); ROLE is `tenant` (the default) or
+    `admin`; WEIGHT (default 1) is the tenant's weight in the cache's fair shares."""
     text = Path(path).read_text(encoding="utf-8")
     entries: list[KeyEntry] = []
     if text.lstrip().startswith("{"):
@@ -46,7 +48,8 @@ def read_keys_file(path: str | Path) -> list[KeyEntry]:
             if isinstance(value, str):
                 entries.append(KeyEntry(key, value))
             elif isinstance(value, dict) and isinstance(value.get("tenant"), str):
-                entries.append(KeyEntry(key, value["tenant"], str(value.get("role", "tenant"))))
+                role, weight = str(value.get("role", "tenant")), value.get("weight", 1.0)
+                entries.append(KeyEntry(key, value["tenant"], role, _weight(weight, path)))
             else:
                 raise ValueError(f"{path}: each key maps to a tenant string or to {{'tenant': ..., 'role': ...}}")
     else:
@@ -55,14 +58,25 @@ def read_keys_file(path: str | Path) -> list[KeyEntry]:
             if not line:
                 continue
             fields = line.split()
-            if len(fields) not in (2, 3):
-                raise ValueError(f"{path}:{number}: expected 'KEY TENANT [ROLE]', got {len(fields)} fields")
-            entries.append(KeyEntry(*fields))
+            if len(fields) not in (2, 3, 4):
+                raise ValueError(f"{path}:{number}: expected 'KEY TENANT [ROLE [WEIGHT]]', got {len(fields)} fields")
+            weight = _weight(fields[3], f"{path}:{number}") if len(fields) == 4 else 1.0
+            entries.append(KeyEntry(*fields[:3], weight=weight))
     for entry in entries:
         if entry.role not in ROLES:
             raise ValueError(f"{path}: key for tenant '{entry.tenant}' has role '{entry.role}'; use one of {ROLES}")
         check_tenant_name(entry.tenant, f"{path}: ")
     return entries
+
+
+def _weight(value: object, where: object) -> float:
+    try:
+        weight = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        weight = -1.0
+    if not 0 < weight < float("inf"):
+        raise ValueError(f"{where}: a tenant's weight must be a number > 0, got {value!r}")
+    return weight
 
 
 def check_tenant_name(tenant: str, where: str = "") -> None:

@@ -25,14 +25,7 @@ from typing import Any, ClassVar
 
 import httpx
 
-from radixgate.engine.protocol import (
-    LOGPROB_FIELDS,
-    REQUEST_FIELDS,
-    GenerateOutput,
-    GenerateRequest,
-    StreamDelta,
-    TopLogprobs,
-)
+from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateOutput, GenerateRequest, StreamDelta, TopLogprobs
 
 from ..api.errors import APIError
 from ..observe.telemetry import trace_headers
@@ -287,8 +280,7 @@ class OpenAIWorker(HTTPWorker):
             "regex",
             "ebnf",
             "json_any_whitespace",
-            *LOGPROB_FIELDS,
-            *REQUEST_FIELDS,  # priority and TTL pins: radixgate workers only
+            *TOP_LEVEL_FIELDS,  # logprobs, priority and TTL pins: radixgate workers only
         }
     )
 
@@ -388,7 +380,7 @@ def _output(request: GenerateRequest, ids: list[int], text: str, meta: dict[str,
     out = GenerateOutput(
         request.rid, ids, text, meta["prompt_tokens"], meta["cached_tokens"], meta["finish_reason"]["type"]
     )
-    out.cache_pins = list(meta.get("cache_pins") or [])
+    out.cache_pins = list(meta.get("cache_pins") or [])  # what became of each asked pin
     if request.sampling.return_logprob and meta.get("output_token_logprobs") is not None:
         out.output_token_logprobs = _values(meta["output_token_logprobs"])
         out.output_top_logprobs = _tops(meta.get("output_top_logprobs"))

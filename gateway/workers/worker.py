@@ -124,6 +124,8 @@ class LocalWorker:
         self.engine.validate(request.input_ids, normalized(request.sampling))
 
     def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+        if request.tenant_weight != 1.0 or request.cache_salt in self.engine.cache_manager.shares.weights:
+            self.engine.cache_manager.set_tenant_weight(request.cache_salt, request.tenant_weight)
         return self.engine.stream(
             input_ids=request.input_ids,
             sampling=normalized(request.sampling),

@@ -159,3 +159,24 @@ def test_the_dashboard_shows_the_drift_of_each_template(client: TestClient) -> N
     assert [(d["segment"], d["requests"]) for d in row["divergence"]] == [("system", 1)]
     page = client.get("/dashboard").text
     assert ">drift</th>" in page and "driftText(r)" in page and "d.excerpt" in page
+
+
+def test_messages_and_responses_requests_are_segmented_too(client: TestClient) -> None:
+    for word in ("india", "juliett"):
+        r = client.post(
+            "/v1/messages",
+            headers={"x-radixgate-prompt-template": "drift-messages"},
+            json={
+                "model": "tiny",
+                "max_tokens": 1,
+                "system": f"Drift messages {word}.",
+                "messages": [{"role": "user", "content": "q"}],
+            },
+        )
+        assert r.status_code == 200, r.text
+        body = {"model": "tiny", "max_output_tokens": 1, "instructions": f"Drift responses {word}.", "input": "q"}
+        r = client.post("/v1/responses", json=body | {"metadata": {"prompt_template": "drift-responses"}})
+        assert r.status_code == 200, r.text
+    for template in ("drift-messages", "drift-responses"):
+        (bin_,) = _row(client, template)["divergence"]
+        assert (bin_["segment"], bin_["message_index"]) == ("system", 0) and "juliett" in bin_["excerpt"], template

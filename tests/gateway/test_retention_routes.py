@@ -136,3 +136,25 @@ def test_a_bad_ttl_is_a_400_naming_the_field_and_the_forms(client: TestClient) -
     }
     r = client.post("/v1/messages", json=bad)
     assert r.status_code == 400 and "'5m' or '1h'" in r.json()["error"]["message"]
+
+
+def test_tenant_weights_come_from_the_keys_file_and_reach_the_engine(make_client, worker, tmp_path) -> None:
+    from radixgate.gateway.cli_retention import tenant_weights
+    from radixgate.gateway.tenancy.auth import read_keys_file
+
+    as_json = tmp_path / "keys.json"
+    as_json.write_text('{"k1": {"tenant": "alice", "weight": 3}, "k2": "bob"}')
+    as_lines = tmp_path / "keys.txt"
+    as_lines.write_text("k1 alice tenant 3\nk2 bob\n")
+    assert tenant_weights(str(as_json)) == tenant_weights(str(as_lines)) == {"alice": 3.0}
+    bad = tmp_path / "bad.txt"
+    bad.write_text("k1 alice tenant 0\n")
+    with pytest.raises(ValueError, match="weight must be a number > 0"):
+        read_keys_file(bad)
+    client = make_client(api_keys={"k1": "alice", "k2": "bob"}, tenant_weights={"alice": 3.0})
+    for key in ("k1", "k2"):
+        body = {"text": f"weights {key}", "sampling_params": {"max_new_tokens": 1}}
+        assert client.post("/generate", json=body, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+    weights = worker.engine.cache_manager.shares.weights
+    assert weights["tenant:alice"] == 3.0 and "tenant:bob" not in weights
+    weights.pop("tenant:alice")

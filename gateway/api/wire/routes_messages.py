@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -157,6 +158,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Any:
     if body.diagnostics is not None and "previous_message_id" in body.diagnostics:
         ask = parse_ask(body.diagnostics, "diagnostics", "previous_message_id")
     (job,) = with_diagnostics(state, [job], ask, [(job.request.rid, 0)], (prompt.messages, prompt.tools))
+    job = replace(job, messages=prompt.messages, tools=prompt.tools)  # drift segments (observe/drift.py)
     writer = MessageWriter(state, job, prompt, body)
     if body.stream:
         return StreamingResponse(writer.stream(job), media_type="text/event-stream", headers=SSE_HEADERS)

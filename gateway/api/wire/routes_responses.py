@@ -19,6 +19,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -133,6 +134,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
     ask = Ask((body.prompt_cache_options or {}).get("comparison_response_id")) if wants_diagnostics else None
     chat = (with_instructions(body.instructions, history), tools)
     (job,) = with_diagnostics(state, [job], ask, [(response_id, 0)], chat)
+    job = replace(job, messages=chat[0], tools=chat[1])  # drift segments (observe/drift.py)
     writer = ResponseWriter(state, store, tenant, body, response_id, history, tools, plan, wants_diagnostics)
     writer.job = job
     if body.stream:
