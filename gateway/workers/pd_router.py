@@ -57,8 +57,18 @@ def parse_pd_flags(
 def add_pd_flags(p: argparse.ArgumentParser) -> None:
     """`radixgate serve`'s disaggregation flags: a worker's role, and the PD router's workers."""
     d = p.add_argument_group("prefill/decode disaggregation (SGLang's flags)")
-    d.add_argument("--disaggregation-mode", default="null", choices=["null", "prefill", "decode"])
-    d.add_argument("--disaggregation-transfer-backend", default="tcp", choices=["tcp", "shm"])
+    d.add_argument(
+        "--disaggregation-mode",
+        default="null",
+        choices=["null", "prefill", "decode"],
+        help="this worker's role in a prefill/decode pair (null: co-located)",
+    )
+    d.add_argument(
+        "--disaggregation-transfer-backend",
+        default="tcp",
+        choices=["tcp", "shm"],
+        help="how KV moves: tcp (between machines) or shm (two processes on one host)",
+    )
     d.add_argument(
         "--disaggregation-bootstrap-port", type=int, default=8998, help="a prefill worker's bootstrap server"
     )
