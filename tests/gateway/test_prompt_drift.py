@@ -8,6 +8,7 @@ from array import array
 
 from fastapi.testclient import TestClient
 
+import radixgate
 from radixgate._wire import TemplateStats
 from radixgate.gateway.cli import build_parser
 from radixgate.gateway.observe import drift
@@ -55,7 +56,8 @@ def test_a_system_prompt_that_varies_is_found_in_the_system_segment(client: Test
     (bin_,) = row["divergence"]
     assert (bin_["segment"], bin_["message_index"], bin_["requests"]) == ("system", 0, 5)
     assert "Request id: foxtrot" in bin_["excerpt"] and "Request id: " in bin_["previous"]
-    assert TemplateStats.from_json(row).divergence[0].segment == "system"  # the SDK/promptlint reader
+    assert TemplateStats.from_json(row).divergence[0].segment == "system"  # promptlint's reader
+    assert radixgate.PromptStats.model_validate({"templates": [row]}).get("drift-sys").divergence[0].message_index == 0
 
 
 def test_the_next_turn_of_a_conversation_does_not_diverge_and_a_new_question_does(client: TestClient) -> None:
