@@ -1,4 +1,6 @@
-"""`radixgate bench roofline`: the engine's prefill and decode as a fraction of this machine's roofline.
+"""`radixgate bench roofline`: the engine's prefill and decode as a fraction of this machine's measured
+matmul and copy speed (a measured roofline, not the hardware's), and prefill against the CPU's nominal
+peak estimated from `lscpu`.
 
 Definitions, fixed so that a figure means the same every time:
 
@@ -17,7 +19,11 @@ Definitions, fixed so that a figure means the same every time:
 "Before" runs the same measurement on the engine of an older commit (default 553fdab, the engine
 before this work), extracted with `git archive` and run in a subprocess, in the same run. Peak and
 bandwidth are measured before and after the engines; the higher of each is used (the conservative
-choice on a shared machine)."""
+choice on a shared machine).
+
+- nominal peak (estimated): clock (`lscpu`'s CPU max MHz, else its CPU MHz, else /proc/cpuinfo's)
+  x physical cores x float32 FLOPs per FMA instruction (2 x 16 lanes with AVX-512, 2 x 8 with
+  AVX2+FMA), one FMA unit per core assumed; omitted when any of these cannot be read."""
 
 from __future__ import annotations
 
@@ -52,6 +58,31 @@ def measure_bandwidth(repeats: int = 5) -> float:
     dst.copy_(src)
     best = min(_timed(lambda: dst.copy_(src)) for _ in range(repeats))
     return 2 * 64 * MIB / best
+
+
+def nominal_peak_flops(lscpu: str | None = None, cpuinfo: str | None = None) -> float | None:
+    """The estimated float32 peak from `lscpu` (see the module's definitions), or None if unreadable."""
+    try:
+        lscpu = lscpu if lscpu is not None else subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        if cpuinfo is None:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+    except OSError:
+        return None
+    fields = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in lscpu.splitlines())}
+    mhz = fields.get("CPU max MHz") or fields.get("CPU MHz")
+    if not mhz:
+        mhz = next(
+            (v.strip() for k, _, v in (x.partition(":") for x in cpuinfo.splitlines()) if k.strip() == "cpu MHz"), ""
+        )
+    flags = set(fields.get("Flags", "").split())
+    lanes = 16 if "avx512f" in flags else 8 if {"avx2", "fma"} <= flags else 0
+    try:
+        cores = int(fields["Core(s) per socket"]) * int(fields["Socket(s)"])
+        clock_hz = float(mhz) * 1e6
+    except (KeyError, ValueError):
+        return None
+    return clock_hz * cores * 2 * lanes if lanes else None
 
 
 def _timed(fn: Callable[[], Any]) -> float:
@@ -191,6 +222,7 @@ def figures(result: dict[str, Any], shape: dict[str, int], args: argparse.Namesp
     ideal_step = sum(ideal_steps) / len(ideal_steps)
     return {
         "prefill_tokens_per_s": args.prompt_len / result["prefill_s"],
+        "prefill_gflops": prefill_flops(shape, args.prompt_len) / result["prefill_s"] / 1e9,
         "prefill_fraction": ideal_prefill / result["prefill_s"],
         "decode_tokens_per_s": args.batch / result["decode_step_s"],
         "decode_fraction": ideal_step / result["decode_step_s"],
@@ -276,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     bandwidths.append(measure_bandwidth())
     peak, bw = max(peaks), max(bandwidths)
     shape = model_shape()
+    nominal = nominal_peak_flops()
     rows = {"after": figures(after, shape, args, peak, bw)}
     if before is not None:
         rows = {"before": figures(before, shape, args, peak, bw), **rows}
@@ -284,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         "clock": args.clock,
         "peak_gflops": [p / 1e9 for p in peaks],
         "bandwidth_gbs": [b / 1e9 for b in bandwidths],
+        "nominal_gflops": None if nominal is None else nominal / 1e9,
         "before_ref": args.before if before is not None else None,
         **rows,
     }
@@ -298,12 +332,13 @@ def format_report(report: dict[str, Any], args: argparse.Namespace) -> str:
     peaks = ", ".join(f"{p:.0f}" for p in report["peak_gflops"])
     bws = ", ".join(f"{b:.1f}" for b in report["bandwidth_gbs"])
     lines = [
+        "fraction of this machine's measured matmul and copy speed (best of 5 torch.mm and copy_ calls)",
         f"threads {report['threads']}, {report['clock']} clock; "
-        f"peak GFLOP/s (before, after the engines) {peaks}; bandwidth GB/s {bws}",
+        f"measured GFLOP/s (before, after the engines) {peaks}; copy GB/s {bws}",
         f"prefill: one cold {args.prompt_len}-token prompt; decode: {args.batch} requests x "
         f"{args.decode_tokens} tokens after {args.decode_prompt} cached prompt tokens",
         "",
-        f"{'':<8}{'prefill tok/s':>14}{'of roofline':>12}{'decode tok/s':>13}{'of roofline':>12}"
+        f"{'':<8}{'prefill tok/s':>14}{'of measured':>12}{'decode tok/s':>13}{'of measured':>12}"
         f"{'step ms':>9}{'ideal ms':>9}{'outside':>9}{'sched':>7}{'build':>7}{'sample+':>8}",
     ]
     for name in ("before", "after"):
@@ -315,6 +350,15 @@ def format_report(report: dict[str, Any], args: argparse.Namespace) -> str:
             f"{r['decode_tokens_per_s']:>13.0f}{r['decode_fraction']:>12.1%}{r['decode_step_ms']:>9.1f}"
             f"{r['decode_ideal_step_ms']:>9.1f}{r['outside_model_ms']:>9.1f}{r['schedule_ms']:>7.1f}"
             f"{r['batch_build_ms']:>7.1f}{r['sampling_and_rest_ms']:>8.1f}"
+        )
+    nominal = report.get("nominal_gflops")
+    if nominal:
+        shares = ", ".join(
+            f"{n} {report[n]['prefill_gflops'] / nominal:.1%}" for n in ("before", "after") if n in report
+        )
+        lines.append(
+            f"\nestimated nominal peak {nominal:.0f} GFLOP/s (lscpu: clock x cores x FMA width); "
+            f"prefill at {shares} of it"
         )
     if report["before_ref"]:
         lines.append(f"\nbefore = the engine at {report['before_ref']}, run in a subprocess in this same run")

@@ -59,7 +59,24 @@ def test_small_engine_run_reports_fractions_and_the_step_breakdown():
         },
         args,
     )
-    assert "after" in text and "of roofline" in text
+    assert text.startswith("fraction of this machine's measured matmul and copy speed")
+    assert "of measured" in text.splitlines()[4] and text.splitlines()[5].startswith("after")
+    assert "nominal" not in text  # no estimate given: none printed
+    text = roofline.format_report(
+        {"threads": 1, "clock": "wall", "peak_gflops": [100.0], "bandwidth_gbs": [20.0], "before_ref": None}
+        | {"nominal_gflops": 2 * row["prefill_gflops"], "after": row},
+        args,
+    )
+    assert "estimated nominal peak" in text and "prefill at after 50.0% of it" in text
+
+
+def test_nominal_peak_from_lscpu():
+    lscpu = "CPU max MHz:  3000.0000\nCore(s) per socket:  4\nSocket(s):  2\nFlags:  sse2 fma avx2\n"
+    assert roofline.nominal_peak_flops(lscpu, cpuinfo="") == 3e9 * 8 * 2 * 8  # clock x cores x FMA width
+    avx512 = "Core(s) per socket: 2\nSocket(s): 1\nFlags: fma avx2 avx512f\n"  # no MHz: /proc/cpuinfo's
+    assert roofline.nominal_peak_flops(avx512, cpuinfo="cpu MHz\t\t: 2700.000\n") == 2.7e9 * 2 * 2 * 16
+    assert roofline.nominal_peak_flops("Flags: avx512f\n", cpuinfo="") is None  # unreadable: omitted
+    assert roofline.nominal_peak_flops(lscpu.replace("fma avx2", "sse4_2"), cpuinfo="") is None
 
 
 def test_figures_from_known_timings():
@@ -83,6 +100,7 @@ def test_figures_from_known_timings():
     assert (row["schedule_ms"], row["batch_build_ms"], row["sampling_and_rest_ms"]) == pytest.approx((1.0, 2.0, 1.0))
     prefill_flops = 2 * SHAPE["linear_params"] * 64 + 2 * 2 * 4 * 8 * 32 * 64**2 / 2 + 2 * 1000 * 256
     assert row["prefill_fraction"] == pytest.approx(prefill_flops / peak / 0.5)
+    assert row["prefill_gflops"] == pytest.approx(prefill_flops / 0.5 / 1e9)
     step_flops = [2 * (SHAPE["linear_params"] + 1000 * 256) * 2 + 2 * 2 * 8 * 32 * 4 * kv for kv in (34, 36)]
     ideal_s = sum(step_flops) / 2 / peak
     assert row["decode_ideal_step_ms"] == pytest.approx(1e3 * ideal_s)
