@@ -110,7 +110,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
         )
         for i in range(body.n)
     ]
-    jobs = with_diagnostics(state, jobs, ask, [(response_id, i) for i in range(body.n)], (messages, body.tools))
+    named = plan.named if plan.mode == "named" else None
+    jobs = with_diagnostics(state, jobs, ask, [(response_id, i) for i in range(body.n)], (messages, body.tools), named)
     jobs = with_bootstrap(request, body, jobs)  # prefill/decode disaggregation
     bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body, plan.grammar()))

@@ -16,7 +16,7 @@ from typing import Any
 from ..api import bounds
 from ..api.errors import APIError
 from .compare import Locate, explain, explain_recent, miss, packed
-from .history import kept_prompt, reply_ids, reply_key
+from .history import call_key, generated_keys, kept_prompt, reply_ids
 from .segments import chat_locator, raw_locator
 from .store import DiagnosticsStore
 
@@ -71,6 +71,7 @@ class JobDiagnostics:
     started_seq: int
     chat: tuple[list[dict[str, Any]], list[dict[str, Any]] | None] | None = None  # messages, tools
     keep_replies: bool = False
+    call_name: str | None = None  # a named tool_choice: the output is that call's arguments
     result: dict[str, Any] | None = field(default=None)
 
 
@@ -116,9 +117,10 @@ def finish(
         diag.result = {"cached_tokens": cached, "cache_miss_reason": reason}
     store.record(tenant, diag.response_id, diag.index, prompt + packed(output_ids), len(prompt_ids), model)
     if diag.keep_replies:
-        ids = reply_ids(list(output_ids), output_text, worker.detokenize)
-        if ids is not None:
-            store.remember_reply(tenant, "text:" + output_text, ids)
+        key = call_key(diag.call_name, output_text) if diag.call_name else "text:" + output_text
+        ids = reply_ids(list(output_ids), output_text, worker.detokenize) if key else None
+        if key is not None and ids is not None:
+            store.remember_reply(tenant, key, ids)
     if counted and reason is not None:
         return reason["type"], reason["cache_missed_input_tokens"]
     return None
@@ -142,8 +144,7 @@ def _reason(
         locate = chat_locator(worker.render_chat, worker.detokenize, messages, tools, prompt_ids)
 
         def is_generated(i: int) -> bool:
-            key = reply_key(messages[i])
-            return key is not None and store.reply(tenant, key) is not None
+            return any(store.reply(tenant, key) is not None for key in generated_keys(messages[i]))
 
     if diag.ask is None or diag.ask.previous_response_id is None:
         recent = [r.ids for r in store.recent(tenant, diag.started_seq, exclude=diag.response_id)]
@@ -162,11 +163,12 @@ def with_diagnostics(
     ask: Ask | None,
     ids: Sequence[tuple[str, int]],
     chat: tuple[list[dict[str, Any]], list[dict[str, Any]] | None] | None = None,
+    call_name: str | None = None,
 ) -> list[Any]:
     """Each job with its `JobDiagnostics`; `ids[i]`: (response id, choice index) it is recorded under."""
     seq = state.diagnostics.last_seq
     return [
-        replace(job, diagnostics=JobDiagnostics(rid, index, ask, seq, chat, keep_replies=chat is not None))
+        replace(job, diagnostics=JobDiagnostics(rid, index, ask, seq, chat, chat is not None, call_name))
         for job, (rid, index) in zip(jobs, ids, strict=True)
     ]
 
@@ -207,7 +209,7 @@ async def prompt_ids(state: Any, tenant: str, messages: list[dict[str, Any]], to
     """A chat prompt's ids: with history keeping, earlier generated replies keep their ids."""
     worker = state.worker
     bounds.check_prompt_chars(len(text), worker.context_len, "messages")
-    if state.config.history_keeping and any(reply_key(m) for m in messages):
+    if state.config.history_keeping and any(generated_keys(m) for m in messages):
         kept = await bounds.off_loop(
             _kept_or_none,
             worker.render_chat,

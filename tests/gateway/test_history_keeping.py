@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
+from contextlib import aclosing
 from typing import Any
 
 import openai
@@ -135,3 +136,78 @@ def test_misses_are_counted_by_reason_and_retracted_recomputes_never_count_as_hi
         engine.check_idle_invariant()
     finally:
         engine.shutdown()
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The forecast for a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 8}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+class Recording:
+    """The real worker, recording the prompt ids each request reached the engine with, by rid."""
+
+    def __init__(self, inner: LocalWorker) -> None:
+        self.inner, self.prompts, self.outputs = inner, {}, {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def stream(self, request: Any) -> Any:
+        self.prompts[request.rid] = list(request.input_ids)
+        async with aclosing(self.inner.stream(request)) as deltas:
+            async for delta in deltas:
+                if delta.output is not None:
+                    self.outputs[request.rid] = list(delta.output.token_ids)
+                yield delta
+
+
+def test_an_agent_loop_keeps_its_tool_calls(worker: LocalWorker) -> None:
+    """A forced call at temperature 1 (its output is the arguments), sent back as the assistant's
+    tool_calls: the next prompt begins with the previous one and holds the arguments as the ids they
+    were generated as; the markup the template writes around them is new, and diagnosed so."""
+    recording = Recording(worker)
+    with TestClient(create_app(GatewayConfig(), worker=recording)) as client:  # type: ignore[arg-type]
+        sdk = openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=client, max_retries=0)
+        messages: list[Any] = [
+            {"role": "system", "content": f"[{uuid.uuid4().hex[:8]}] You plan trips. Ask for the weather first."},
+            {"role": "user", "content": "Where should I go this weekend?"},
+        ]
+        choice = {"type": "function", "function": {"name": "get_weather"}}
+        previous: Any = None
+        for _ in range(3):
+            answer = sdk.chat.completions.create(
+                model="tiny",
+                messages=messages,
+                tools=[WEATHER],  # type: ignore[list-item]
+                tool_choice=choice,  # type: ignore[arg-type]
+                max_tokens=30,
+                temperature=1.0,
+                extra_body={"cache_diagnostics": {"previous_response_id": previous and previous.id}},
+            )
+            assert answer.usage is not None and answer.usage.prompt_tokens_details is not None
+            sent = recording.prompts[f"{answer.id}-0"]
+            if previous is not None:
+                before = recording.prompts[f"{previous.id}-0"]
+                assert sent[: len(before)] == before
+                assert answer.usage.prompt_tokens_details.cached_tokens >= len(before) - 1
+                generated = recording.outputs[f"{previous.id}-0"]  # the ids, not a re-tokenization of the text
+                generated = generated[:-1] if worker.detokenize(generated[-1:]) == "<|im_end|>" else generated
+                assert any(sent[k : k + len(generated)] == generated for k in range(len(before), len(sent)))
+                miss = (answer.model_extra or {})["cache_diagnostics"]["cache_miss_reason"]
+                assert miss["type"] == "history_rerendered" and miss["diverged_at_token"] == len(before), miss
+            call = answer.choices[0].message.tool_calls[0]  # type: ignore[index]
+            messages.append({"role": "assistant", "content": None, "tool_calls": [call.model_dump()]})
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": "Sunny, 21 C."})
+            messages.append({"role": "user", "content": "And after that?"})
+            previous = answer
+    worker.check_idle_invariant()
