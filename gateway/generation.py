@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from radixgate.engine.protocol import GenerateOutput, GenerateRequest, StreamDelta
 
 from .api.errors import APIError, from_engine_error
+from .api.retention import ttl_seconds
 from .diagnostics.requests import JobDiagnostics, finish
 from .observe.prompt_stats import PromptView, RequestTags, template_of
 from .observe.telemetry import fail_request_span, finish_request_span, start_request_span, with_current_span
@@ -51,6 +52,8 @@ class Job:
             state.worker.validate(self.request)
         except ValueError as exc:
             raise from_engine_error(exc) from None
+        if self.tags.static_prefix_ttl is not None:  # a radixgate.Prompt segment's pin=
+            ttl_seconds(self.tags.static_prefix_ttl, "metadata.static_prefix_ttl")
         num_prompt, context = len(self.request.input_ids), state.worker.context_len
         max_new_tokens = self.request.sampling.max_new_tokens
         if num_prompt + max_new_tokens > context:
@@ -82,6 +85,9 @@ async def stream_job(state: AppState, job: Job) -> AsyncGenerator[StreamDelta, N
     r, sp = job.request, job.request.sampling
     weight = state.config.tenant_weights.get(job.tenant, 1.0)  # the keys file's weight (fair shares)
     r = r if weight == r.tenant_weight else replace(r, tenant_weight=weight)
+    if job.tags.static_prefix_ttl is not None and job.static_tokens > 0:  # pin the SDK's static part
+        pin = (job.static_tokens, ttl_seconds(job.tags.static_prefix_ttl, "metadata.static_prefix_ttl"))
+        r = replace(r, sampling=replace(sp, cache_pins=(*sp.cache_pins, pin)))
     sampling = {"max_tokens": sp.max_new_tokens, "temperature": sp.temperature, "top_p": sp.top_p, "seed": sp.seed}
     span = start_request_span(state.tracer, job.operation, state.model_name, job.tenant, job.tags.template, sampling)
     log_job(state, job)

@@ -26,6 +26,13 @@ from ._wire import OPENAI_MIN_CACHE_TOKENS, RequestTags, count_tokens, prefix_ha
 __all__ = ["Prompt", "prefix_hash"]
 
 _SEPARATOR = "\n\n"
+_PIN_UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _pin_seconds(ttl: str) -> float:
+    """Seconds of a pin such as "5m"; a malformed one counts 0 here (the gateway refuses it, naming it)."""
+    number, unit = ttl[:-1], ttl[-1:]
+    return int(number) * _PIN_UNITS[unit] if number.isdigit() and unit in _PIN_UNITS else 0
 
 
 class Prompt:
@@ -142,7 +149,14 @@ class Prompt:
     def metadata(self, *, source: str | None = None) -> dict[str, str]:
         """The request metadata (`radixgate._wire.RequestTags`); `source` defaults to the caller's ``path:line``."""
         source = source if source is not None else call_site()
-        return RequestTags(self._template, source, self.static_prefix_hash, self.static_prefix_chars).to_metadata()
+        tags = RequestTags(self._template, source, self.static_prefix_hash, self.static_prefix_chars, self.static_pin)
+        return tags.to_metadata()
+
+    @property
+    def static_pin(self) -> str | None:
+        """The longest `pin=` of the STATIC segments (``metadata.static_prefix_ttl``), or None."""
+        pins = [s.pin for s in self._segments if s.volatility == Volatility.STATIC and s.pin]
+        return max(pins, key=_pin_seconds) if pins else None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Prompt) and (self._template, self.segments) == (other._template, other.segments)

@@ -65,6 +65,7 @@ class Segment:
     volatility: Volatility
     text: str = ""
     messages: tuple[Message, ...] = ()
+    pin: str | None = None  # STATIC only: keep the prompt's static part cached this long ("5m", "1h")
 
 
 _HORIZONTAL_SPACE = re.compile(r"[^\S\n]")
@@ -103,9 +104,10 @@ def find_volatile(text: str) -> tuple[str, str] | None:
     return None
 
 
-def system(text: str, *, name: str = "system") -> Segment:
-    """Static instructions: identical in every request of the template."""
-    return Segment(name, Volatility.STATIC, canonical_text(text))
+def system(text: str, *, name: str = "system", pin: str | None = None) -> Segment:
+    """Static instructions: identical in every request of the template. `pin` ("5m", "1h", ...)
+    asks radixgate to hold the prompt's static part in its cache that long, each hit restarting it."""
+    return Segment(name, Volatility.STATIC, canonical_text(text), pin=pin)
 
 
 def _tool_name(tool: Mapping[str, Any]) -> str:
@@ -115,11 +117,11 @@ def _tool_name(tool: Mapping[str, Any]) -> str:
     return str(tool.get("name", canonical_json(tool)))
 
 
-def tools(schemas: Iterable[Mapping[str, Any]], *, name: str = "tools") -> Segment:
-    """Tool (function) schemas, one canonical JSON line each, ordered by tool name."""
+def tools(schemas: Iterable[Mapping[str, Any]], *, name: str = "tools", pin: str | None = None) -> Segment:
+    """Tool (function) schemas, one canonical JSON line each, ordered by tool name; `pin` as `system`'s."""
     ordered = sorted((dict(s) for s in schemas), key=_tool_name)
     lines = "\n".join(canonical_json(s) for s in ordered)
-    return Segment(name, Volatility.STATIC, f"# Tools\n{lines}" if lines else "")
+    return Segment(name, Volatility.STATIC, f"# Tools\n{lines}" if lines else "", pin=pin)
 
 
 def examples(pairs: Iterable[tuple[str, str]], *, name: str = "examples") -> Segment:

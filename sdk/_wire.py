@@ -49,7 +49,8 @@ PROMPT_TEMPLATE = "prompt_template"  # the template id: `Prompt(template=...)` o
 PROMPT_SOURCE = "prompt_source"  # `path:line` of the application line that sent the request
 STATIC_PREFIX_HASH = "static_prefix_hash"  # `prefix_hash()` of the static part
 STATIC_PREFIX_CHARS = "static_prefix_chars"  # characters in the static part, as a decimal string
-METADATA_KEYS = (PROMPT_TEMPLATE, PROMPT_SOURCE, STATIC_PREFIX_HASH, STATIC_PREFIX_CHARS)
+STATIC_PREFIX_TTL = "static_prefix_ttl"  # pin the static part this long ("5m", "1h"): a segment's `pin=`
+METADATA_KEYS = (PROMPT_TEMPLATE, PROMPT_SOURCE, STATIC_PREFIX_HASH, STATIC_PREFIX_CHARS, STATIC_PREFIX_TTL)
 # Where an API's own `metadata` cannot carry them (Anthropic's takes only `user_id`), the same tags
 # travel in headers: `x-radixgate-prompt-template`, ...
 METADATA_HEADERS = {key: "x-radixgate-" + key.replace("_", "-") for key in METADATA_KEYS}
@@ -75,6 +76,7 @@ class RequestTags:
     source: str | None = None
     static_prefix_hash: str | None = None
     static_prefix_chars: int | None = None
+    static_prefix_ttl: str | None = None  # the gateway checks it (a 400 naming it when malformed)
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, str] | None) -> RequestTags:
@@ -90,6 +92,7 @@ class RequestTags:
             source=metadata.get(PROMPT_SOURCE, "")[:_MAX_SOURCE_CHARS] or None,
             static_prefix_hash=metadata.get(STATIC_PREFIX_HASH, "")[:_MAX_HASH_CHARS] or None,
             static_prefix_chars=num_chars if num_chars is not None and num_chars >= 0 else None,
+            static_prefix_ttl=metadata.get(STATIC_PREFIX_TTL, "")[:_MAX_HASH_CHARS] or None,
         )
 
     @classmethod
@@ -106,6 +109,8 @@ class RequestTags:
             metadata[STATIC_PREFIX_HASH] = self.static_prefix_hash
         if self.static_prefix_chars is not None:
             metadata[STATIC_PREFIX_CHARS] = str(self.static_prefix_chars)
+        if self.static_prefix_ttl is not None:
+            metadata[STATIC_PREFIX_TTL] = self.static_prefix_ttl
         return metadata
 
 

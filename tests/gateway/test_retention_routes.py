@@ -158,3 +158,20 @@ def test_tenant_weights_come_from_the_keys_file_and_reach_the_engine(make_client
     weights = worker.engine.cache_manager.shares.weights
     assert weights["tenant:alice"] == 3.0 and "tenant:bob" not in weights
     weights.pop("tenant:alice")
+
+
+def test_a_prompt_segment_pin_holds_the_static_part(pinning: TestClient, long_prefix) -> None:
+    """`system(..., pin="1h")` travels as `metadata.static_prefix_ttl`; the gateway pins the static part."""
+    import radixgate
+    from radixgate import system, user
+
+    sdk = radixgate.Client(base_url="http://testserver/v1", http_client=pinning, model="tiny")
+    prompt = radixgate.Prompt(system(long_prefix("segment-pin", sentences=8), pin="1h"), template="pinned-bot")
+    assert prompt.metadata(source="x.py:1")["static_prefix_ttl"] == "1h"
+    before = pinning.get("/server_info").json()["num_pins"]
+    sdk.chat(prompt.extend(user("What now?")), max_tokens=1, temperature=0)
+    info = pinning.get("/server_info").json()
+    assert info["num_pins"] == before + 1 and info["pinned_tokens_device"] > 0
+    bad = {**CHAT, "messages": [{"role": "user", "content": "t"}], "metadata": {"static_prefix_ttl": "soon"}}
+    r = pinning.post("/v1/chat/completions", json=bad)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "metadata.static_prefix_ttl"

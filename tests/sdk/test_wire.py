@@ -18,7 +18,9 @@ from radixgate._wire import (
 def test_tags_round_trip_through_metadata() -> None:
     tags = RequestTags.for_static_text("bot", "app/bot.py:3", "You are a bot.")
     metadata = tags.to_metadata()
-    assert set(metadata) == set(METADATA_KEYS)
+    assert set(metadata) == set(METADATA_KEYS) - {"static_prefix_ttl"}  # sent only with a segment's pin=
+    pinned = RequestTags("bot", static_prefix_ttl="1h")
+    assert RequestTags.from_metadata(pinned.to_metadata()) == pinned
     assert metadata["static_prefix_chars"] == "14" and metadata["static_prefix_hash"] == prefix_hash("You are a bot.")
     assert RequestTags.from_metadata(metadata) == tags
     assert RequestTags("t").to_metadata() == {"prompt_template": "t"}
