@@ -72,7 +72,9 @@ def turn_table(kept: list[Turn], rerendered: list[Turn], page_size: int) -> tupl
     return "\n".join(lines), ok
 
 
-async def sessions_throughput(app: Any, sessions: int, turns: int, max_tokens: int, diagnostics: bool) -> float:
+async def sessions_throughput(
+    app: Any, model: str, sessions: int, turns: int, max_tokens: int, diagnostics: bool
+) -> float:
     """Completion tokens per second of `sessions` concurrent multi-turn chats through `app`."""
     import httpx
 
@@ -83,7 +85,7 @@ async def sessions_throughput(app: Any, sessions: int, turns: int, max_tokens: i
         for turn in range(turns):
             messages.append({"role": "user", "content": f"Turn {turn}: go on."})
             body: dict[str, Any] = {
-                "model": "tiny",
+                "model": model,
                 "messages": messages,
                 "max_tokens": max_tokens,
                 "seed": turn,
@@ -121,7 +123,9 @@ def overhead(worker: Any, args: argparse.Namespace) -> dict[str, float]:
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
             app, diag = apps[name]
             worker.flush_cache()
-            rate = asyncio.run(sessions_throughput(app, args.sessions, args.session_turns, args.max_tokens, diag))
+            rate = asyncio.run(
+                sessions_throughput(app, worker.model_name, args.sessions, args.session_turns, args.max_tokens, diag)
+            )
             results[name].append(rate)
     return {name: statistics.median(rates) for name, rates in results.items()}
 
