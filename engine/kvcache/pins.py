@@ -17,8 +17,9 @@ in use or not): past it the oldest pin is released, after its prefix is copied t
 disk tiers when HiCache is on (`demote`), and each tenant (a namespace: a tenant's cache salt)
 holds at most `tenant_cap(namespace)` of it. A pin that cannot be honoured (its tenant's cap full,
 the budget 0 or smaller than the prefix) is refused with the reason, and the request is served
-unpinned. Expiry is lazy: `expire()` runs before any eviction and on `stats()`, with the table's
-injectable clock, so an expired pin is an ordinary node again by the time it could matter.
+unpinned. Expiry is lazy: `expire()` runs before any eviction and any new pin, with the table's
+injectable clock, so an expired pin is an ordinary node again by the time it could matter (stats read
+the table as it stands).
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ class PinTable:
         """Pinned tokens on the device, and of those the ones with a host copy (HiCache)."""
         seen: set[int] = set()
         host = 0
-        for node in self._pins:
+        for node in list(self._pins):  # a snapshot: stats may read it off the engine's thread
             while node.parent is not None and id(node) not in seen:
                 seen.add(id(node))
                 host += len(node.key) if node.host_slots is not None else 0

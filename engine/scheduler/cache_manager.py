@@ -298,9 +298,7 @@ class CacheManager:
 
     def pin_stats(self) -> dict[str, Any]:
         """`pinned_tokens_<tier>`, the pins' counts and budget, fair evictions (`/server_info`, `/metrics`)."""
-        pins = self.pins
-        if pins is not None:
-            pins.expire()
+        pins = self.pins  # read as it stands: stats() may run off the engine's thread, so nothing expires here
         tiers = pins.tokens_by_tier() if pins is not None else {"device": 0, "host": 0}
         return {
             "num_pins": len(pins) if pins is not None else 0,
