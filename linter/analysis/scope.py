@@ -239,5 +239,5 @@ def shown_only(lines: list[str], name: str) -> bool:
     prints, writes or logs it: text never sent to a model (a generated `setup.py`, a terminal banner)."""
     used = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
     bound = re.compile(rf"^\s*{re.escape(name)}\s*(?::[^=]*)?[+]?=(?!=)")
-    uses = [line for line in lines if used.search(line) and not bound.match(line)]
+    uses = [line for line in lines if name in line and used.search(line) and not bound.match(line)]
     return bool(uses) and all(_DISPLAY.search(line) for line in uses)
