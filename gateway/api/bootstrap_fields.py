@@ -58,9 +58,17 @@ def bootstrap_of(request: Request, body: Any, num_jobs: int) -> Bootstrap | None
     return Bootstrap(host, port, room)
 
 
+def _check_handoff(jobs: list[Job]) -> None:
+    """What a prefill/decode handoff cannot carry yet: the first token's logprobs live on the
+    prefill worker."""
+    if any(job.request.sampling.return_logprob for job in jobs):
+        raise _bad("logprobs", "a prefill/decode pair returns no logprobs yet: drop logprobs / return_logprob")
+
+
 def with_bootstrap(request: Request, body: Any, jobs: list[Job]) -> list[Job]:
     """The jobs with the request's bootstrap attached (unchanged when it names none)."""
     boot = bootstrap_of(request, body, len(jobs))
     if boot is None:
         return jobs
+    _check_handoff(jobs)
     return [replace(job, request=replace(job.request, bootstrap=boot)) for job in jobs]

@@ -221,3 +221,21 @@ def test_concurrent_transfers_share_one_bootstrap_server(pd):
         t.join(timeout=120)
     assert sorted(results) == list(range(len(prompts)))
     assert all(len(t) == GREEDY.max_new_tokens for t in results.values())
+
+
+def test_tenant_salts_survive_the_handoff_and_must_agree(pd):
+    prefill, decode = pd()
+    ids = list(range(3000, 3080))
+    with ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(prefill.prefill, 20, ids, GREEDY, "tenant-a")
+        out, received = decode.generate(20, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY, "tenant-a")
+        sent.result(timeout=60)
+    tree = decode.engine.cache_manager.radix_cache
+    assert len(tree.match(ids, "tenant-a").device_slots) == 80  # inserted under the tenant's namespace
+    assert tree.match(ids, None).device_slots == []  # and nowhere else
+    with ThreadPoolExecutor(1) as pool:  # the two roles name different tenants: refused, nothing decoded
+        sent = pool.submit(prefill.prefill, 21, ids, GREEDY, "tenant-b")
+        with pytest.raises(TransferError, match="another prompt or tenant"):
+            decode.generate(21, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY, "tenant-a")
+        with pytest.raises(TransferError):
+            sent.result(timeout=60)

@@ -95,6 +95,8 @@ def test_bootstrap_fields_need_the_worker_key_and_a_registered_prefill(pair):
     assert other_port.status_code == 400 and "bootstrap_host" in other_port.text
     half = d_client.post("/generate", json={"text": "x", "bootstrap_room": 3}, headers=AS_WORKER)
     assert half.status_code == 400 and "bootstrap_host" in half.text
+    logprobs = d_client.post("/generate", json={**body, "return_logprob": True}, headers=AS_WORKER)
+    assert logprobs.status_code == 400 and "logprobs" in logprobs.text
     for field, value in [("bootstrap_pair_key", "k"), ("kv_transfer_params", {"x": 1})]:
         chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], field: value}
         refused = d_client.post("/v1/chat/completions", json=chat, headers=AS_WORKER)
