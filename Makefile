@@ -3,10 +3,19 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+WHEELHOUSE := .wheelhouse
 
 .PHONY: install browser redis serve lint mypy mypy-tree mypy-check test test-fast bench demo clean
 
-install: $(STAMP)
+install: $(STAMP) $(WHEELHOUSE)/.built
+
+# The wheels the pre-commit hook's virtualenv installs (base dependencies and setuptools, not radixgate
+# itself), so that its test builds the hook with the package index off (PIP_NO_INDEX=1).
+$(WHEELHOUSE)/.built: pyproject.toml | $(STAMP)
+	rm -rf $(WHEELHOUSE)
+	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) . 'setuptools>=77'
+	rm -f $(WHEELHOUSE)/radixgate-*.whl
+	touch $@
 
 # torch goes in first, pinned, so that nothing later pulls a multi-GB CUDA build.
 $(STAMP): pyproject.toml
@@ -77,4 +86,4 @@ demo: install
 	$(BIN)/radixgate demo $(ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(WHEELHOUSE)

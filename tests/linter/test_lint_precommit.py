@@ -1,8 +1,9 @@
 """A real pre-commit run: `pre-commit try-repo` against this repository, wired as the git
 pre-commit hook of a scratch repository, blocks a commit that adds a KV101 and lets a clean one
-through. pre-commit builds the hook's virtualenv from this repository (base dependencies from
-the package index), about 20-25 s per run here. `--ref HEAD`: the committed hook, not a
-shadow copy of whatever the working tree holds at the moment."""
+through. pre-commit builds the hook's virtualenv from this repository with the package index off:
+base dependencies and the build backend come from the wheelhouse `make install` builds (`pip wheel`),
+so the run is the same offline. `--ref HEAD`: the committed hook, not a shadow copy of whatever the
+working tree holds at the moment."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from tooling import missing
 
 ROOT = Path(__file__).resolve().parents[2]
 PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
+WHEELHOUSE = ROOT / ".wheelhouse"  # `make install`: the hook's base dependencies and setuptools
+NOWHERE = "http://127.0.0.1:9"  # a proxy that refuses: any use of the network fails the run
 
 pytestmark = pytest.mark.slow  # a real pre-commit run
 
@@ -37,14 +41,21 @@ def _git(repo: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=240)
 
 
-@pytest.mark.skipif(
-    not PRE_COMMIT.exists() or shutil.which("git") is None, reason="needs the pre-commit package and git"
-)
 def test_pre_commit_blocks_kv101_and_passes_clean_code(tmp_path):
+    if not PRE_COMMIT.exists():
+        missing("pre-commit", "make install")
+    if shutil.which("git") is None:
+        missing("git", "apt-get install git")
+    if not any(WHEELHOUSE.glob("setuptools-*.whl")):
+        missing("the hook's wheelhouse (.wheelhouse)", "make install")
     repo = tmp_path / "app"
     repo.mkdir()
     env = {
         **os.environ,
+        "PIP_NO_INDEX": "1",  # the package index is never asked
+        "PIP_FIND_LINKS": str(WHEELHOUSE),
+        "HTTP_PROXY": NOWHERE,
+        "HTTPS_PROXY": NOWHERE,
         "PRE_COMMIT_HOME": str(tmp_path / "cache"),
         "GIT_AUTHOR_NAME": "t",
         "GIT_AUTHOR_EMAIL": "t@example.com",
