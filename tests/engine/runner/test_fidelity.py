@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hf_reference import hf_greedy
 
 from radixgate.engine import SamplingParams
 
@@ -16,24 +17,10 @@ def prompts() -> list[list[int]]:
     return [torch.randint(0, 100000, (n,), generator=g).tolist() for n in (3, 300, 41, 97)]
 
 
-def hf_greedy(path: str, prompts: list[list[int]]) -> list[list[int]]:
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
-    out = []
-    with torch.no_grad():
-        for ids in prompts:  # one at a time: no padding in the reference
-            gen = model.generate(
-                torch.tensor([ids]), max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False
-            )
-            out.append(gen[0, len(ids) :].tolist())
-    return out
-
-
 @pytest.mark.parametrize("arch", ["llama3_gqa", "qwen2_bias", "tiny", "mistral"])
 @pytest.mark.parametrize("page_size", [1, 16])
 def test_greedy_matches_transformers(arch, page_size, checkpoints, prompts, make_engine):
-    ref = _HF_CACHE.get(arch) or _HF_CACHE.setdefault(arch, hf_greedy(checkpoints[arch], prompts))
+    ref = hf_greedy(checkpoints[arch], prompts, NEW_TOKENS)  # computed once per architecture
     # chunked prefill on: the 300-token prompt runs in chunks of 64
     engine = make_engine(model_path=checkpoints[arch], page_size=page_size, chunked_prefill_size=64)
     greedy = SamplingParams(max_new_tokens=NEW_TOKENS, temperature=0.0, ignore_eos=True)
@@ -47,7 +34,4 @@ def test_greedy_matches_transformers(arch, page_size, checkpoints, prompts, make
     longer = prompts[1] + ref[1] + prompts[2]
     hit = engine.generate(input_ids=[longer], sampling=greedy)[0]
     assert hit.cached_tokens >= 300 - page_size
-    assert hit.token_ids == hf_greedy(checkpoints[arch], [longer])[0]
-
-
-_HF_CACHE: dict[str, list[list[int]]] = {}
+    assert hit.token_ids == hf_greedy(checkpoints[arch], [longer], NEW_TOKENS)[0]

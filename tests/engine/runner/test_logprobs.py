@@ -4,6 +4,7 @@ output tokens, prompt tokens (also over a cached prefix), top-k lists, and the r
 
 from __future__ import annotations
 
+import hf_reference
 import pytest
 import torch
 
@@ -14,9 +15,7 @@ TOL = 1e-4
 
 @pytest.fixture(scope="module")
 def hf_model(checkpoints):
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(checkpoints["llama3_gqa"], dtype=torch.float32).eval()
+    return hf_reference.hf_model(checkpoints["llama3_gqa"])  # loaded once per process (test_fidelity's too)
 
 
 def hf_logprobs(model, ids: list[int]) -> torch.Tensor:
