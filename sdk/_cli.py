@@ -21,6 +21,10 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "serving"): ("radixgate.bench.serving", "load-test any OpenAI-compatible server"),
     ("bench", "roofline"): ("radixgate.bench.roofline", "prefill and decode as a fraction of this machine's roofline"),
     ("bench", "pd-transfer"): ("radixgate.bench.pd_transfer", "KV transfer speed of the P/D backends vs plain copies"),
+    ("bench", "pd-interference"): (
+        "radixgate.bench.pd_interference",
+        "stream latency under long prompts: PD vs co-located",
+    ),
     ("bench", "mixed-chunk"): ("radixgate.bench.mixed_chunk", "stream latency as long prompts arrive, mixed or not"),
     ("bench", "router"): ("radixgate.bench.router", "routing policies over local workers: hit rate vs ideal, req/s"),
     ("bench", "ray"): ("radixgate.bench.ray", "the router workload on Ray Serve replicas beside local workers"),

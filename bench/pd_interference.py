@@ -1,0 +1,146 @@
+"""`radixgate bench pd-interference`: decode inter-token latency while long prompts keep arriving,
+a prefill/decode pair (each worker pinned to a core of its own with `taskset`) against one
+co-located server on both cores with mixed chunked prefill, at its default `chunked_prefill_size`
+and at each size of `--chunk-sizes` (the best p99 among them is the co-located figure to beat).
+
+Workload per setup: `--streams` streams decode `--stream-tokens` tokens each (ignore_eos) while
+`--long-prompts` prompts of `--long-len` tokens arrive `--gap-s` apart (one output token each).
+Printed per setup: the streams' inter-token latency p50 / p99 (the gaps between a stream's
+consecutive tokens), and throughput (prompt plus output tokens over the workload's wall time)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from radixgate.gateway.server_process import ServerProcess
+
+SECRET_ENV = {"RADIXGATE_CACHE_SECRET": "pd-interference-bench-secret-0123"}
+
+
+class PinnedServer(ServerProcess):
+    """`radixgate serve` under `taskset -c CORES`."""
+
+    def __init__(self, cores: str, args: list[str]) -> None:
+        super().__init__(args, env=SECRET_ENV)
+        self.cores = cores
+
+    @property
+    def command(self) -> list[str]:
+        return ["taskset", "-c", self.cores, *super().command]
+
+
+def _stream(url: str, ids: list[int], tokens: int, stamps: list[float]) -> None:
+    sampling = {"max_new_tokens": tokens, "temperature": 0, "ignore_eos": True}
+    body: dict[str, Any] = {"input_ids": ids, "stream": True, "sampling_params": sampling}
+    seen = 0
+    with httpx.stream("POST", f"{url}/generate", json=body, timeout=600) as response:
+        for line in response.iter_lines():
+            if line.startswith("data:") and line != "data: [DONE]":
+                n = len(json.loads(line[5:])["output_ids"])
+                stamps.extend([time.perf_counter()] * (n - seen))
+                seen = n
+
+
+def _long(url: str, ids: list[int]) -> None:
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0}}
+    httpx.post(f"{url}/generate", json=body, timeout=600).raise_for_status()
+
+
+def workload(url: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    rng = random.Random(seed)
+
+    def prompt(n: int) -> list[int]:
+        return [rng.randrange(1000, 50000) for _ in range(n)]
+
+    _long(url, prompt(64))  # warm
+    stamps: list[list[float]] = [[] for _ in range(args.streams)]
+    streams = [
+        threading.Thread(target=_stream, args=(url, prompt(128), args.stream_tokens, stamps[i]))
+        for i in range(args.streams)
+    ]
+    start = time.perf_counter()
+    for t in streams:
+        t.start()
+    while min(len(s) for s in stamps) < 2:  # every stream decoding
+        time.sleep(0.01)
+    longs = []
+    for _ in range(args.long_prompts):
+        longs.append(threading.Thread(target=_long, args=(url, prompt(args.long_len))))
+        longs[-1].start()
+        time.sleep(args.gap_s)
+    for t in streams + longs:
+        t.join()
+    wall = time.perf_counter() - start
+    gaps = sorted(b - a for s in stamps for a, b in zip(s, s[1:], strict=False))
+    tokens = args.streams * (128 + args.stream_tokens) + args.long_prompts * (args.long_len + 1)
+    return {
+        "itl_p50_ms": 1000 * gaps[len(gaps) // 2],
+        "itl_p99_ms": 1000 * gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))],
+        "tokens_per_s": tokens / wall,
+    }
+
+
+def run_setup(servers: list[ServerProcess], url_of: int, args: argparse.Namespace) -> dict[str, Any]:
+    for s in servers:
+        s.start()
+    try:
+        return workload(servers[url_of].base_url, args, seed=0)
+    finally:
+        for s in reversed(servers):
+            s.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="radixgate bench pd-interference", description=__doc__.splitlines()[0])
+    p.add_argument("--streams", type=int, default=4)
+    p.add_argument("--stream-tokens", type=int, default=128)
+    p.add_argument("--long-prompts", type=int, default=4)
+    p.add_argument("--long-len", type=int, default=4096)
+    p.add_argument("--gap-s", type=float, default=0.5)
+    p.add_argument("--chunk-sizes", default="512", help="co-located chunked_prefill_size values besides the default")
+    p.add_argument("--cores", default="0,1", help="two cores: the pair gets one each, co-located both")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    first, second = args.cores.split(",")
+    rows: dict[str, dict[str, Any]] = {}
+    for size in [None, *(int(s) for s in args.chunk_sizes.split(",") if s)]:
+        flags = ["--enable-mixed-chunk"] + ([] if size is None else ["--chunked-prefill-size", str(size)])
+        name = f"co-located, chunked_prefill_size={size or 'default'}"
+        rows[name] = run_setup([PinnedServer(args.cores, flags)], 0, args)
+    bootstrap = 18000 + random.randrange(1000)
+    prefill = PinnedServer(
+        first, ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bootstrap)]
+    )
+    decode = PinnedServer(
+        second, ["--disaggregation-mode", "decode", "--disaggregation-prefill-bootstrap", f"127.0.0.1:{bootstrap}"]
+    )
+    try:
+        prefill.start()
+        decode.start()
+        front = PinnedServer(args.cores, ["--prefill", prefill.base_url, str(bootstrap), "--decode", decode.base_url])
+        rows[f"PD (prefill core {first}, decode core {second})"] = run_setup([front], 0, args)
+    finally:
+        decode.stop()
+        prefill.stop()
+    best = min(v["itl_p99_ms"] for k, v in rows.items() if k.startswith("co-located"))
+    pd = next(v for k, v in rows.items() if k.startswith("PD"))
+    if args.json:
+        print(json.dumps({"rows": rows, "pd_p99_over_best_colocated": pd["itl_p99_ms"] / best}))
+        return 0
+    print(f"{'setup':<48} {'ITL p50 ms':>10} {'ITL p99 ms':>10} {'tok/s':>8}")
+    for k, v in rows.items():
+        print(f"{k:<48} {v['itl_p50_ms']:>10.1f} {v['itl_p99_ms']:>10.1f} {v['tokens_per_s']:>8.1f}")
+    print(f"PD p99 / best co-located p99: {pd['itl_p99_ms'] / best:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
