@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     first, second = args.cores.split(",")
     rows: dict[str, dict[str, Any]] = {}
     for size in [None, *(int(s) for s in args.chunk_sizes.split(",") if s)]:
-        flags = ["--enable-mixed-chunk"] + ([] if size is None else ["--chunked-prefill-size", str(size)])
+        flags = [] if size is None else ["--chunked-prefill-size", str(size)]  # mixed chunks: the engine default
         name = f"co-located, chunked_prefill_size={size or 'default'}"
         rows[name] = run_setup([PinnedServer(args.cores, flags)], 0, args)
     bootstrap = 18000 + random.randrange(1000)
