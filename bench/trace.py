@@ -12,6 +12,7 @@ blocks served from the cache / input blocks.
 
 `--part second` counts only the requests of the trace's second time half (all are replayed, so
 the cache is warm); `first` is the tuning half. Pools are fractions of the trace's distinct blocks.
+`--url URL` replays the trace live against a server instead (`trace_live.py`).
 """
 
 from __future__ import annotations
@@ -142,7 +143,17 @@ def main(argv: list[str] | None = None) -> int:
         prog="radixgate bench trace", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--trace", action="append", default=[], help="a Mooncake-format JSON-lines trace (repeatable)")
-    p.add_argument("--simulate", action="store_true", help="replay through RadixCache alone (the only mode so far)")
+    p.add_argument("--simulate", action="store_true", help="replay through RadixCache alone")
+    p.add_argument("--url", default=None, help="replay live against this server's /generate instead (trace_live.py)")
+    p.add_argument(
+        "--api-key", default=None, help="with --url: a key for a server with keys (default $RADIXGATE_API_KEY)"
+    )
+    p.add_argument(
+        "--speedup", type=float, default=None, help="with --url: send at trace times / this (default: back to back)"
+    )
+    p.add_argument(
+        "--vocab-tokens", type=int, default=50_000, help="with --url: token ids 1000.. this + 1000 stand for blocks"
+    )
     p.add_argument("--part", choices=["all", "first", "second"], default="all", help="which time half counts")
     p.add_argument("--pool-fractions", default="0.1,0.25,0.5", help="pools, as fractions of the distinct blocks")
     p.add_argument("--policies", default=",".join(EVICTION_POLICIES), help="comma list (default: every policy)")
@@ -157,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--policies: {bad[0]!r} is not one of {', '.join(EVICTION_POLICIES)}")
     if not args.trace and not args.tree_speed:
         p.error("give --trace FILE (and --simulate), or --tree-speed")
-    if args.trace and not args.simulate:
-        p.error("only --simulate replays exist so far: add --simulate")
+    if args.trace and args.simulate == bool(args.url):
+        p.error("give one of --simulate (RadixCache alone) and --url URL (a live server)")
     if not 1 <= args.block_tokens <= MOONCAKE_BLOCK_TOKENS:
         p.error(f"--block-tokens must be in 1..{MOONCAKE_BLOCK_TOKENS}")
     try:
@@ -173,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             requests = load_trace(path, args.limit)
         except (OSError, ValueError) as e:
             p.error(f"--trace: {e}")
+        if args.url:
+            return _live(args, path, requests)
         result["traces"][path] = simulate(requests, args.part, fractions, policies, args.block_tokens)
     if args.tree_speed:
         speed = tree_speed(sorted(set(policies) | {"lru"}, key=EVICTION_POLICIES.index))
@@ -181,6 +194,34 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result, indent=2))
     else:
         _print_tables(result, policies)
+    return 0
+
+
+def _live(args: argparse.Namespace, path: str, requests: Sequence[TraceRequest]) -> int:
+    import os
+
+    import httpx
+
+    from radixgate.bench.trace_live import replay_live
+
+    first, second = split_by_time(requests)
+    counted = {"all": [True] * len(requests), "first": first, "second": second}[args.part]
+    key = args.api_key or os.environ.get("RADIXGATE_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    with httpx.Client(base_url=args.url.rstrip("/"), timeout=600) as client:
+        r = replay_live(client, requests, counted, args.block_tokens, vocab_tokens=args.vocab_tokens,
+                        speedup=args.speedup, headers=headers)  # fmt: skip
+    if args.json:
+        print(json.dumps({path: r}, indent=2))
+        return 0
+    print(
+        f"{path} live at {args.url}: pool {r['pool_blocks']} blocks of {args.block_tokens} tokens, "
+        f"{r['counted_blocks']} blocks counted ({args.part} part), {r['skipped_requests']} requests over the context"
+    )
+    print(
+        f"  live {r['live']:.3f}   simulated lru {r['simulated_lru']:.3f}   "
+        f"belady* {r['belady']:.3f}   infinite {r['infinite']:.3f}"
+    )
     return 0
 
 
