@@ -35,6 +35,22 @@ def client(server: ServerProcess) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{server.base_url}/v1", api_key="unused", max_retries=0, timeout=60)
 
 
+def _ids(server: ServerProcess, **body: object) -> list[int]:
+    """The server's own tokens for a prompt or for chat messages (its /tokenize)."""
+    r = requests.post(f"{server.base_url}/tokenize", json={"model": "tiny", **body}, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()["tokens"]
+
+
+def _reuse(first: list[int], second: list[int]) -> int:
+    """What a prefix cache holding `first` gives `second`: their common prefix, less the last token
+    of `second`, which is always recomputed for its logits."""
+    common = next(
+        (i for i, (a, b) in enumerate(zip(first, second, strict=False)) if a != b), min(len(first), len(second))
+    )
+    return min(common, len(second) - 1)
+
+
 def test_startup_prints_the_urls(server: ServerProcess) -> None:
     printed = "".join(server.output)
     for suffix in ("/v1", "/metrics", "/dashboard"):
@@ -44,19 +60,18 @@ def test_startup_prints_the_urls(server: ServerProcess) -> None:
 def test_openai_chat_reports_cached_tokens(server: ServerProcess, client: openai.OpenAI) -> None:
     # A cold cache first: in any order of the tests, the first request finds nothing cached.
     assert requests.post(f"{server.base_url}/flush_cache", json={}, timeout=60).status_code == 200
-    usages = []
+    usages, prompts = [], []
     for question in ("Where is my order?", "Can I get a refund?"):
-        reply = client.chat.completions.create(
-            model="tiny",
-            max_tokens=4,
-            temperature=0,
-            messages=[{"role": "system", "content": "Cached: " + LONG_SYSTEM}, {"role": "user", "content": question}],
-        )
+        messages = [{"role": "system", "content": "Cached: " + LONG_SYSTEM}, {"role": "user", "content": question}]
+        reply = client.chat.completions.create(model="tiny", max_tokens=4, temperature=0, messages=messages)
         assert reply.choices[0].message.role == "assistant"
         assert reply.usage.completion_tokens == 4
         usages.append(reply.usage)
+        prompts.append(_ids(server, messages=messages))
+    assert [u.prompt_tokens for u in usages] == [len(p) for p in prompts]
     assert usages[0].prompt_tokens_details.cached_tokens == 0
-    assert usages[1].prompt_tokens_details.cached_tokens > 0.9 * usages[1].prompt_tokens - 20
+    # The second reuses exactly the shared system turn (up to where the questions differ).
+    assert usages[1].prompt_tokens_details.cached_tokens == _reuse(prompts[0], prompts[1]) > 800
 
 
 def test_openai_chat_stream_with_usage(client: openai.OpenAI) -> None:
@@ -80,12 +95,13 @@ def test_openai_chat_stream_with_usage(client: openai.OpenAI) -> None:
     assert chunks[-1].usage.prompt_tokens_details.cached_tokens == warm.usage.prompt_tokens - 1
 
 
-def test_openai_completions(client: openai.OpenAI) -> None:
+def test_openai_completions(server: ServerProcess, client: openai.OpenAI) -> None:
     prompt = "Completions share this long prefix. " * 40
     first = client.completions.create(model="tiny", prompt=prompt + "one", max_tokens=3)
     second = client.completions.create(model="tiny", prompt=prompt + "two", max_tokens=3)
     assert first.choices[0].finish_reason == "length"
-    assert second.usage.prompt_tokens_details.cached_tokens > 0
+    reused = _reuse(_ids(server, prompt=prompt + "one"), _ids(server, prompt=prompt + "two"))
+    assert second.usage.prompt_tokens_details.cached_tokens == reused > 200  # the 40 shared sentences
     pieces = list(client.completions.create(model="tiny", prompt=prompt + "three", max_tokens=3, stream=True))
     assert "".join(p.choices[0].text for p in pieces if p.choices)
     assert [m.id for m in client.models.list()] == ["tiny"]

@@ -41,13 +41,19 @@ def test_lm_eval_loglikelihood_and_generate_until(server: ServerProcess, monkeyp
         random_seed=0,
     )
     mc, gen = results["results"]["radixgate_mc"], results["results"]["radixgate_gen"]
-    assert 0.0 <= mc["acc,none"] <= 1.0 and 0.0 <= gen["exact_match,none"] <= 1.0
     mc_samples = results["samples"]["radixgate_mc"]
     assert len(mc_samples) == 4
+    right = 0
     for sample in mc_samples:  # one (logprob, is_greedy) per choice, each a sum of real logprobs
-        scores = [resp[0] for resp in sample["resps"]]
-        assert len(scores) == 3 and all(isinstance(s[0], float) and s[0] < 0 for s in scores), scores
+        scores = [resp[0][0] for resp in sample["resps"]]
+        assert len(scores) == 3 and all(isinstance(s, float) and s < 0 for s in scores), scores
+        assert len(set(scores)) == 3, scores  # three different continuations, three different sums
+        right += max(range(3), key=scores.__getitem__) == sample["target"]
+    # The reported accuracy is the share of questions whose gold choice got the server's highest score.
+    assert mc["acc,none"] == right / 4
     gen_samples = results["samples"]["radixgate_gen"]
     assert len(gen_samples) == 3 and all(isinstance(s["resps"][0][0], str) for s in gen_samples)
     assert all("\n" not in s["resps"][0][0] for s in gen_samples)
+    matches = sum(s["filtered_resps"][0] == s["target"] for s in gen_samples)
+    assert gen["exact_match,none"] == matches / 3
     assert os.path.isdir(TASKS)

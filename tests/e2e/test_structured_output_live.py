@@ -122,17 +122,17 @@ def test_unbounded_outputs_validate_or_are_valid_prefixes(client: openai.OpenAI)
             temperature=1.0,
             max_tokens=256,
         )
-        return kind, reply.choices[0]
+        return kind, reply
 
-    finished = {"stop": 0, "length": 0}
-    for kind, choice in _parallel(ask, 6):
-        schema = cases[kind][0]
-        finished[choice.finish_reason] += 1
-        if choice.finish_reason == "stop":
+    for kind, reply in _parallel(ask, 6):
+        schema, choice = cases[kind][0], reply.choices[0]
+        if choice.finish_reason == "stop":  # the grammar ended the document before the budget
+            assert reply.usage.completion_tokens <= 256, reply.usage
             jsonschema.validate(json.loads(choice.message.content), schema)
-        else:
+        else:  # cut by max_tokens: exactly the budget, and a prefix of a valid document
+            assert choice.finish_reason == "length", choice.finish_reason
+            assert reply.usage.completion_tokens == 256, reply.usage
             assert _is_prefix(schema, choice.message.content), choice.message.content
-    assert finished["stop"] + finished["length"] == 6
 
 
 def test_generate_regex_200_of_200(server: ServerProcess) -> None:
