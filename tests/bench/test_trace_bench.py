@@ -115,7 +115,8 @@ def test_the_command_prints_every_policy_beside_the_references(capsys):
     ("argv", "message"),
     [
         (["--trace", "x.jsonl", "--simulate", "--policies", "lru,lfru"], "'lfru' is not one of lru, lfu"),
-        (["--trace", str(EXCERPT)], "add --simulate"),
+        (["--trace", str(EXCERPT)], "one of --simulate (RadixCache alone) and --url URL"),
+        (["--trace", str(EXCERPT), "--simulate", "--url", "http://127.0.0.1:9"], "one of --simulate"),
         (["--trace", "/nonexistent.jsonl", "--simulate"], "--trace: "),
         (["--trace", str(EXCERPT), "--simulate", "--pool-fractions", "0"], "(0, 1]"),
     ],
