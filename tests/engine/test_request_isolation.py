@@ -178,6 +178,7 @@ _plain = {
     "stop": st.lists(st.sampled_from(["a", ".", "zz"]), max_size=2),
     "token_ids": st.lists(st.integers(0, 100278), max_size=3),
     "bias": st.dictionaries(st.integers(0, 100278), st.floats(-100.0, 100.0), max_size=2),
+    "pins": st.lists(st.tuples(st.integers(1, 8), st.floats(1.0, 3600.0)), max_size=2),
 }
 _extreme = {
     "int": _ints | _floats | _wrong,
@@ -188,6 +189,7 @@ _extreme = {
     "stop": _texts | st.lists(_texts | _ints, max_size=3) | _ints,
     "token_ids": st.lists(_ints | _floats, max_size=3) | _texts,
     "bias": st.dictionaries(_ints | _texts, _floats | _ints | _texts, max_size=3) | _ints,
+    "pins": st.lists(st.tuples(_ints | _texts, _floats | _ints) | _ints | _texts, max_size=3) | _ints | _texts,
 }
 STRATEGIES = {kind: _plain[kind] | _plain[kind] | _extreme[kind] for kind in _plain}
 # Every field of SamplingParams, by its kind: a new field without a kind fails here (KeyError).
