@@ -51,6 +51,7 @@ class Row:
     ok: int
     failed: int
     modelled: bool = False
+    first_error: str | None = None  # what the first failed request was told
 
     @property
     def vs_bound(self) -> float:
@@ -185,6 +186,7 @@ def _row(
     ok = [r for r in results if r[2] is None]
     prompt, cached = sum(r[0] for r in ok), sum(r[1] for r in ok)
     order = [(None, prompts[i]) for i in sent]
+    errors = [r[2] for r in results if r[2] is not None]
     return Row(
         name,
         cached / prompt if prompt else 0.0,
@@ -193,6 +195,7 @@ def _row(
         lru_reference(order, capacity),
         len(ok),
         len(results) - len(ok),
+        first_error=errors[0] if errors else None,
     )
 
 
@@ -213,6 +216,8 @@ def run_live(preset: Preset, workload: Any, prompts: list[list[int]], pool: int,
             f"  {name}: hit {row.hit_rate:.3f} (bound {row.bound:.3f}), {row.rps:.2f} req/s, {row.failed} failed",
             flush=True,
         )
+        if row.first_error:
+            print(f"    first failure: {row.first_error}", flush=True)
         rows.append(row)
 
     def front(policy: str, urls: list[str]) -> ServerProcess:
