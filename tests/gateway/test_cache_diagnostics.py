@@ -300,7 +300,7 @@ def test_history_rerendered_without_keeping_and_kept_with_it(paged_worker: Local
                 {"role": "user", "content": "tell me a story"},
             ]
             for seed in range(10):  # without keeping: until the re-tokenized reply departs a page before its end
-                first = gw.chat(messages, max_tokens=40, seed=seed)
+                first = gw.chat(messages, max_tokens=24 if keeping else 40, seed=seed)
                 reply = first["choices"][0]["message"]["content"]
                 follow = [*messages, {"role": "assistant", "content": reply}, {"role": "user", "content": "go on"}]
                 second = gw.chat(follow, first["id"])

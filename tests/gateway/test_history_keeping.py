@@ -62,7 +62,7 @@ def test_turns_at_temperature_1_keep_the_cache_through_every_reply(paged_worker:
     """Without keeping, the loss: test_cache_diagnostics.py's history_rerendered case and
     `radixgate bench multi-turn`."""
     with TestClient(create_app(GatewayConfig(), worker=paged_worker)) as client:
-        kept = conversation(client, 5, 16)  # `radixgate bench multi-turn` runs 10 turns
+        kept = conversation(client, 5, 12)  # `radixgate bench multi-turn` runs 10 turns
     for turn in range(1, 5):
         assert kept[turn]["cached"] >= reusable(kept, turn) - PAGE - 1, (turn, kept)
         assert kept[turn]["diagnostics"]["cache_miss_reason"] is None
