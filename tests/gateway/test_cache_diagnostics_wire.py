@@ -4,6 +4,7 @@ cache through every reply) and OpenAI's `prompt_cache_diagnostics` on `/v1/respo
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -134,3 +135,24 @@ def test_responses_prompt_cache_diagnostics(client: TestClient) -> None:
     assert miss["type"] == "cache_miss" and miss["reason"] == "system_changed"
     assert 0 < miss["comparison_reusable_tokens"] == miss["diverged_at_token"] and miss["cache_missed_tokens"] > 0
     assert ask(text, "resp_never_issued") == {"type": "comparison_response_not_found"}
+
+
+def test_streamed_messages_carry_diagnostics_on_message_delta(client: TestClient) -> None:
+    text = system(uuid.uuid4().hex[:8])
+    first = claude(client).messages.create(
+        model="tiny", max_tokens=2, system=text, messages=[{"role": "user", "content": "hello there"}]
+    )
+    body = {
+        "model": "tiny",
+        "max_tokens": 2,
+        "stream": True,
+        "system": text.replace("Rule 12", "RULE 12"),
+        "messages": [{"role": "user", "content": "hello there"}],
+        "diagnostics": {"previous_message_id": first.id},
+    }
+    with client.stream("POST", "/v1/messages", json=body) as r:
+        events = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    start = next(e for e in events if e["type"] == "message_start")
+    assert "diagnostics" not in start["message"]  # known only once the prompt has been matched
+    delta = next(e for e in events if e["type"] == "message_delta")
+    assert delta["diagnostics"]["cache_miss_reason"]["type"] == "system_changed"
