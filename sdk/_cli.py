@@ -31,7 +31,6 @@ COMMANDS: dict[tuple[str, ...], tuple[str, str]] = {
     ("bench", "field-table"): ("radixgate.bench.field_table", "write docs/gateway.md's request-field table"),
     ("bench", "agent-session"): ("radixgate.bench.agent_session", "a multi-turn agent on /v1/responses: cache reuse"),
     ("bench", "multi-turn"): ("radixgate.bench.multi_turn", "chat history kept as generated vs re-tokenized; overhead"),
-    ("bench", "multi-turn"): ("radixgate.bench.multi_turn", "chat history kept as generated vs re-tokenized; overhead"),
     ("bench", "hicache"): ("radixgate.bench.hicache", "HiCache tiers on a multi-turn agent workload"),
     ("bench", "trace"): ("radixgate.bench.trace", "replay a Mooncake trace: hit rate per eviction policy vs Belady"),
     ("bench", "retention"): ("radixgate.bench.retention", "priority TTFT under overload, TTL pins, noisy neighbour"),
