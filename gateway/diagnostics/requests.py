@@ -18,7 +18,7 @@ from ..api.errors import APIError
 from .compare import Locate, explain, explain_recent, miss, packed
 from .history import call_key, generated_keys, kept_prompt, reply_ids
 from .segments import chat_locator, raw_locator
-from .store import DiagnosticsStore
+from .store import DiagnosticsStore, Received
 
 FIELD = "cache_diagnostics"
 KEYS = ("previous_response_id",)
@@ -72,6 +72,8 @@ class JobDiagnostics:
     chat: tuple[list[dict[str, Any]], list[dict[str, Any]] | None] | None = None  # messages, tools
     keep_replies: bool = False
     call_name: str | None = None  # a named tool_choice: the output is that call's arguments
+    # another store's entries by id (the Responses API's, which keeps responses longer): (prompt, output) ids
+    fallback: Callable[[str], tuple[list[int], list[int]] | None] | None = None
     result: dict[str, Any] | None = field(default=None)
 
 
@@ -150,6 +152,8 @@ def _reason(
         recent = [r.ids for r in store.recent(tenant, diag.started_seq, exclude=diag.response_id)]
         return explain_recent(prompt, recent, cached, page_size, locate if diag.ask is not None else raw_locator)
     compared = store.get(tenant, diag.ask.previous_response_id, diag.index)
+    if compared is None and diag.fallback is not None and (kept := diag.fallback(diag.ask.previous_response_id)):
+        compared = Received(packed(kept[0]) + packed(kept[1]), len(kept[0]), model, 0)
     if compared is None:
         return miss("previous_response_not_found", max(0, len(prompt_ids) - cached))
     if compared.model != model:

@@ -156,3 +156,20 @@ def test_streamed_messages_carry_diagnostics_on_message_delta(client: TestClient
     assert "diagnostics" not in start["message"]  # known only once the prompt has been matched
     delta = next(e for e in events if e["type"] == "message_delta")
     assert delta["diagnostics"]["cache_miss_reason"]["type"] == "system_changed"
+
+
+def test_a_stored_response_compares_after_the_diagnostics_store_dropped_it(make_client: Any) -> None:
+    client = make_client(diagnostics_history_size=1)
+    sdk = openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=client, max_retries=0)
+    text = system(uuid.uuid4().hex[:8])
+    first = sdk.responses.create(model="tiny", instructions=text, input="hello there", max_output_tokens=2)
+    sdk.responses.create(model="tiny", input="something else entirely", max_output_tokens=1)  # pushes `first` out
+    changed = sdk.responses.create(
+        model="tiny",
+        instructions=text.replace("Rule 10", "RULE 10"),
+        input="hello there",
+        max_output_tokens=1,
+        extra_body={"prompt_cache_options": {"comparison_response_id": first.id}},
+    )
+    answer = (changed.model_extra or {})["prompt_cache_diagnostics"]
+    assert answer["type"] == "cache_miss" and answer["reason"] == "system_changed"

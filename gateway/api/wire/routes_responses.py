@@ -134,6 +134,13 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
     ask = Ask((body.prompt_cache_options or {}).get("comparison_response_id")) if wants_diagnostics else None
     chat = (with_instructions(body.instructions, history), tools)
     (job,) = with_diagnostics(state, [job], ask, [(response_id, 0)], chat)
+    if job.diagnostics is not None:  # a stored response compares too, after the diagnostics store dropped it
+
+        def stored(rid: str) -> tuple[list[int], list[int]] | None:
+            entry = store.get(tenant, rid)
+            return (entry.prompt_ids, entry.output_ids) if entry is not None else None
+
+        job.diagnostics.fallback = stored
     job = replace(job, messages=chat[0], tools=chat[1])  # drift segments (observe/drift.py)
     writer = ResponseWriter(state, store, tenant, body, response_id, history, tools, plan, wants_diagnostics)
     writer.job = job
