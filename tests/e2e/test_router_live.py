@@ -212,24 +212,43 @@ def test_a_killed_worker_fails_only_its_streams_and_rejoins(cluster: dict) -> No
         assert _complete(front.base_url, "key-a", _prompt(f"after{i}")).status_code == 200
     r = httpx.get(f"{survivor.base_url}/debug/check_idle_invariant", headers={"Authorization": f"Bearer {WORKER_KEY}"})
     assert r.status_code == 200, r.text  # nothing leaked on the survivor
-    port = urlparse(victim.base_url).port
-    with ServerProcess([*WORKER_ARGS, "--port", str(port)], env=ENV):
-        deadline = time.monotonic() + 30
-        while not next(w for w in _workers(front) if w["url"] == victim.base_url)["healthy"]:
-            assert time.monotonic() < deadline, "the restarted worker did not rejoin"
-            time.sleep(0.2)
-        before = next(w for w in _workers(front) if w["url"] == victim.base_url)["requests"]
-        for i in range(4):
-            assert _complete(front.base_url, "key-b", _prompt(f"rejoin{i}")).status_code == 200
-        assert next(w for w in _workers(front) if w["url"] == victim.base_url)["requests"] > before
+    _restart(cluster, 0)  # on its old port: it rejoins, and stays for the module's other tests
+    before = next(w for w in _workers(front) if w["url"] == victim.base_url)["requests"]
+    for i in range(4):
+        assert _complete(front.base_url, "key-b", _prompt(f"rejoin{i}")).status_code == 200
+    assert next(w for w in _workers(front) if w["url"] == victim.base_url)["requests"] > before
+
+
+def _restart(cluster: dict, *indices: int) -> None:
+    """Workers `indices` (killed by a test) started again on their ports, side by side, and seen
+    healthy by the front: the cluster is as the fixture made it, whatever test runs next."""
+    olds = {i: cluster["workers"][i] for i in indices}
+    news = {
+        i: ServerProcess([*WORKER_ARGS, "--port", str(urlparse(old.base_url).port)], env=ENV) for i, old in olds.items()
+    }
+    for old in olds.values():
+        old.stop()
+    threads = [threading.Thread(target=new.start) for new in news.values()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=240)
+    for i, new in news.items():
+        assert new.base_url == olds[i].base_url, new.log_tail()  # started, on its old port
+        cluster["workers"][i] = new  # the fixture's own list: it stops the new ones at the end
+    deadline = time.monotonic() + 30
+    while not all(w["healthy"] for w in _workers(cluster["front"]) if w["url"] in {n.base_url for n in news.values()}):
+        assert time.monotonic() < deadline, "a restarted worker did not rejoin"
+        time.sleep(0.2)
 
 
 def test_with_every_worker_gone_the_front_is_unhealthy(cluster: dict) -> None:
-    """Runs last: the first worker is gone since the test above; killing the second leaves none, which
-    /workers shows within a health interval or so and the front's /health answers with a 503."""
-    front, survivor = cluster["front"], cluster["workers"][1]
+    """Killing both workers leaves none, which /workers shows within a health interval or so and the
+    front's /health answers with a 503; both are started again afterwards."""
+    front = cluster["front"]
     assert httpx.get(f"{front.base_url}/health").status_code == 200
-    survivor.process.kill()
+    for worker in cluster["workers"]:
+        worker.process.kill()
     start = time.monotonic()
     while any(w["healthy"] for w in _workers(front)):
         assert time.monotonic() - start < 30, "a killed worker is still reported healthy"
@@ -237,3 +256,5 @@ def test_with_every_worker_gone_the_front_is_unhealthy(cluster: dict) -> None:
     r = httpx.get(f"{front.base_url}/health", timeout=10)
     assert r.status_code == 503 and "no healthy worker" in r.json()["error"]["message"], r.text
     assert _complete(front.base_url, "key-a", _prompt("none left")).status_code == 503
+    _restart(cluster, *range(len(cluster["workers"])))
+    assert httpx.get(f"{front.base_url}/health").status_code == 200
