@@ -61,7 +61,8 @@ def read_keys_file(path: str | Path) -> list[KeyEntry]:
             if len(fields) not in (2, 3, 4):
                 raise ValueError(f"{path}:{number}: expected 'KEY TENANT [ROLE [WEIGHT]]', got {len(fields)} fields")
             weight = _weight(fields[3], f"{path}:{number}") if len(fields) == 4 else 1.0
-            entries.append(KeyEntry(*fields[:3], weight=weight))
+            role = fields[2] if len(fields) > 2 else "tenant"
+            entries.append(KeyEntry(fields[0], fields[1], role, weight))
     for entry in entries:
         if entry.role not in ROLES:
             raise ValueError(f"{path}: key for tenant '{entry.tenant}' has role '{entry.role}'; use one of {ROLES}")
