@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,15 +31,22 @@ class Result(NamedTuple):
     sources: dict[str, str]  # filename -> source, of the files reported (for fixes)
 
 
-def _root_within(path: Path, folder: Path, folder_resolved: Path) -> Path:
+def _root_within(path: Path, folder: Path, folder_resolved: Path, known: dict[Path, Path] | None = None) -> Path:
     """The project a file found under `folder` belongs to: the nearest folder between them holding a
-    project marker (a repository or package inside the folder), else the folder itself."""
-    here = path.parent
-    while here.resolve() != folder_resolved and here != here.parent:
+    project marker (a repository or package inside the folder), else the folder itself (`known`: the
+    answers for folders already asked about, by folder)."""
+    known = {} if known is None else known
+    here, passed = path.parent, []
+    while here not in known and here.resolve() != folder_resolved and here != here.parent:
         if any((here / marker).exists() for marker in ROOT_MARKERS):
-            return here
+            known[here] = here
+            break
+        passed.append(here)
         here = here.parent
-    return folder
+    root = known.get(here, folder)
+    for below in passed:
+        known[below] = root
+    return root
 
 
 def _lint_group(
@@ -110,11 +118,24 @@ def import_groups(modules: list[tuple[str, str]]) -> list[list[int]]:
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b|import[ \t]+)(.*)$", re.MULTILINE)
 
 
+def _import_lines(source: str) -> Iterator[re.Match[str]]:
+    """`_IMPORT_LINE.finditer(source)`, trying only the lines holding `import` (a match lies within one line)."""
+    at, last = source.find("import"), -1
+    while at >= 0:
+        start = source.rfind("\n", 0, at) + 1
+        if start != last:
+            last = start
+            match = _IMPORT_LINE.match(source, start)
+            if match is not None:
+                yield match
+        at = source.find("import", at + 6)
+
+
 def scan_imports(source: str, name: str) -> list[str]:
     """The dotted names `source` (module `name`) imports, from its `import` lines (parenthesized or
     continued lists included), relative imports made absolute."""
     out: list[str] = []
-    for match in _IMPORT_LINE.finditer(source):
+    for match in _import_lines(source):
         base, rest = match.group(1), match.group(2)
         if "(" in rest and ")" not in rest:  # `from x import (\n a,\n b)`
             end = source.find(")", match.end())
@@ -189,10 +210,11 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
         context[resolved_of[path]] = (path, True)
     explicit = [Path(p) for p in paths if Path(p).is_file()]
     folders = [(Path(raw), Path(raw).resolve()) for raw in paths if Path(raw).is_dir()]
+    known: dict[Path, dict[Path, Path]] = {folder: {} for folder, _ in folders}  # folder -> `_root_within`'s
     for path in report:
         for folder, folder_resolved in folders:
             if resolved_of[path].is_relative_to(folder_resolved):
-                roots.setdefault(resolved_of[path], _root_within(path, folder, folder_resolved))
+                roots.setdefault(resolved_of[path], _root_within(path, folder, folder_resolved, known[folder]))
                 break
     for path in explicit:
         roots.setdefault(path.resolve(), project_root(path))

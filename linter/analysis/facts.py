@@ -17,6 +17,7 @@ from ..files import absolute
 from . import sinks
 from .calls import Evaluator
 from .scope import Module, Scope
+from .shape import child_nodes
 from .walker import is_template_text, read_function
 
 #: Files without any of these words (lower-cased) cannot build a prompt promptlint recognizes.
@@ -128,7 +129,7 @@ def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], na
             if module.qualname(stmt.value.func) in ("random.seed", "numpy.random.seed"):
                 module.is_random_seeded = bool(stmt.value.args)
     if any("seed(" in line for line in lines):
-        for node in ast.walk(tree):
+        for node in _walk(tree):  # `ast.walk`'s order: the first such call is named
             if (
                 isinstance(node, ast.Call)
                 and node.args
@@ -141,6 +142,15 @@ def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], na
             module.prompt_names.add(name)
     module.qualnames = {}  # the imports are complete: dotted names can be remembered
     return module
+
+
+def _walk(tree: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk(tree)`, less contexts and operators (leaves: the others keep their order)."""
+    todo = collections.deque([tree])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child_nodes(node))
+        yield node
 
 
 def _collect_class(module: Module, cls: ast.ClassDef) -> None:

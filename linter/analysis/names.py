@@ -13,7 +13,7 @@ import ast
 import functools
 import re
 
-from .shape import Change, Kind
+from .shape import Change, Kind, child_nodes
 
 #: Fully qualified calls whose result is a clock reading, with how often it changes.
 TIME_CALLS: dict[str, Change] = {
@@ -382,4 +382,12 @@ def repeated(node: ast.BinOp) -> tuple[ast.expr, int] | None:
 
 def reads_name(node: ast.expr, name: str) -> bool:
     """Whether `node` reads the local `name` (`template = header + template`)."""
-    return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node))
+    stack: list = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Name):
+            if n.id == name:
+                return True
+        elif n is not None:
+            stack.extend(child_nodes(n))
+    return False

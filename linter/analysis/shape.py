@@ -167,3 +167,24 @@ def is_shared_doc(part: Part) -> bool:
 
 def static_chars(shape: Shape) -> int:
     return sum(p.chars for p in shape if p.kind is Kind.TEXT)
+
+
+_LEAF_FIELDS = frozenset({"ctx", "id", "attr", "arg", "op", "ops", "conversion", "kind", "is_async", "type_comment"})
+_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """`ast.iter_child_nodes(node)` in its order, less the leaves that hold no name or call (contexts,
+    operators)."""
+    cls = node.__class__
+    fields = _FIELDS_OF.get(cls)
+    if fields is None:
+        fields = _FIELDS_OF[cls] = tuple(f for f in getattr(cls, "_fields", ()) if f not in _LEAF_FIELDS)
+    out: list[ast.AST] = []
+    for field in fields:
+        child = getattr(node, field, None)
+        if child.__class__ is list:
+            out.extend(c for c in child if isinstance(c, ast.AST))
+        elif isinstance(child, ast.AST):
+            out.append(child)
+    return out
