@@ -145,9 +145,11 @@ def check_diverged(gw: Gateway, answer: dict[str, Any], compared: dict[str, Any]
     return miss
 
 
-def report(expected: str, diagnostics: dict[str, Any]) -> None:
+def report(expected: str, diagnostics: dict[str, Any], case: str = "") -> None:
     miss = diagnostics["cache_miss_reason"]
-    REPORT.append((scenario(), expected, miss["type"] if miss else "null", miss and miss["diverged_at_token"], "-"))
+    REPORT.append(
+        (scenario() + case, expected, miss["type"] if miss else "null", miss and miss["diverged_at_token"], "-")
+    )
 
 
 def test_full_reuse_is_null(gateway: Gateway) -> None:
@@ -243,9 +245,14 @@ def test_unknown_and_other_tenants_ids_are_not_found(paged_worker: LocalWorker) 
     try:
         body = {"model": "tiny", "prompt": system("tenant-ids", 20), "max_tokens": 2}
         mine = gw.post("/v1/completions", body | {"cache_diagnostics": {"previous_response_id": None}}, "key-a")
-        for key, previous in (("key-b", mine["id"]), ("key-a", "cmpl-never-issued"), ("key-b", "cmpl-never-issued")):
+        cases = (
+            ("key-b", mine["id"], "another tenant's id"),
+            ("key-a", "cmpl-x", "unknown id"),
+            ("key-b", "cmpl-x", ""),
+        )
+        for key, previous, case in cases:
             answer = gw.post("/v1/completions", body | {"cache_diagnostics": {"previous_response_id": previous}}, key)
-            report("previous_response_not_found", answer["cache_diagnostics"])
+            report("previous_response_not_found", answer["cache_diagnostics"], f" ({case or 'unknown id, tenant b'})")
             assert reason(answer) == {
                 "type": "previous_response_not_found",
                 "cache_missed_input_tokens": answer["usage"]["prompt_tokens"]
