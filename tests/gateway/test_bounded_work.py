@@ -19,7 +19,9 @@ from radixgate.gateway.app import app_state, create_app
 from radixgate.gateway.config import GatewayConfig
 from radixgate.gateway.features.structured_output import MAX_CHOICES, MAX_ENUM_VALUES, MAX_SCHEMA_DEPTH
 
-DEADLINE_S = 0.5  # a stalled event loop misses this by seconds; a healthy one by nothing
+# A loop stalled by the 5 MB prompt (tokenizing it alone is 3.4 s of CPU) misses this; a healthy one,
+# even on a loaded 2-core machine (a 0.6 s round seen under 15x load), does not.
+DEADLINE_S = 2.0
 # Under every cap, and seconds to compile against the tiny model's 100k-token vocabulary.
 SLOW_REGEX = "[a-zA-Z0-9 ]{1,800}"
 
