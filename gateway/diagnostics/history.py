@@ -99,9 +99,9 @@ def kept_prompt(
     found: dict[int, tuple[int, Any, str, tuple[int, ...]]] = {}  # mark -> (message, slot, text, ids)
     for i, message in enumerate(messages):
         for slot, key, original in _slots(message):
-            ids = reply(key)
-            if ids is not None:
-                found[len(found)] = (i, slot, original, ids)
+            kept = reply(key)
+            if kept is not None:
+                found[len(found)] = (i, slot, original, kept)
     marked = ""
     for _ in range(2):  # a second pass without the replies the template drops or repeats
         if not found:
@@ -141,7 +141,8 @@ def kept_prompt(
             cuts.add(len(before))
     ids: list[int] = []
     at = 0
-    for start, end, generated in sorted([*spans, *((c, c, None) for c in cuts)], key=lambda s: (s[0], s[1])):
+    marks: list[tuple[int, int, tuple[int, ...] | None]] = [*spans, *((c, c, None) for c in cuts)]
+    for start, end, generated in sorted(marks, key=lambda s: (s[0], s[1])):
         if start > at:
             ids += tokenize(text[at:start])
             at = start

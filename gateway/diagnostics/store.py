@@ -60,14 +60,14 @@ class DiagnosticsStore:
     def get(self, tenant: str, response_id: str, index: int) -> Received | None:
         """Choice `index` of that response, or its first choice when it had fewer."""
         with self._lock:
-            entries = self._received.get(tenant) or {}
+            entries: dict[tuple[str, int], Received] = self._received.get(tenant) or {}
             return entries.get((response_id, index)) or entries.get((response_id, 0))
 
     def recent(self, tenant: str, before_seq: int, exclude: str, limit: int = RECENT_LIMIT) -> list[Received]:
         """The tenant's last `limit` sequences finished before `before_seq`, other than response
         `exclude`'s, newest first (a comparison costs microseconds per entry: bounded per request)."""
         with self._lock:
-            entries = self._received.get(tenant) or {}
+            entries: dict[tuple[str, int], Received] = self._received.get(tenant) or {}
             found = []
             for (rid, _), r in reversed(entries.items()):
                 if r.seq <= before_seq and rid != exclude:
