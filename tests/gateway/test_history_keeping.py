@@ -145,7 +145,9 @@ WEATHER = {
         "description": "The forecast for a city.",
         "parameters": {
             "type": "object",
-            "properties": {"city": {"type": "string", "maxLength": 8}},
+            # Lower-case letters only: at temperature 1 the tiny model can write characters the
+            # template's JSON rendering escapes, and then the reply is (rightly) not placed verbatim.
+            "properties": {"city": {"type": "string", "pattern": "^[a-z]{1,8}$"}},
             "required": ["city"],
             "additionalProperties": False,
         },
