@@ -196,7 +196,24 @@ def test_worker_channel_sets_the_salt(routed: TestClient, long_prefix) -> None:
     assert _cached(routed, WORKER_KEY, prompt + " three") < 10  # no salt header: the unsalted namespace
 
 
-def test_drain_removes_a_worker(routed: TestClient, long_prefix) -> None:
+def test_drain_removes_a_worker(worker: LocalWorker, long_prefix) -> None:
+    """A worker of its own is drained (leaving the pool shuts its engine down): the module's second
+    worker stays up for the tests after this one, in any order."""
+    from radixgate.engine import Engine, EngineConfig
+
+    own = LocalWorker(Engine(EngineConfig(model_path="tiny", max_total_tokens=4096)))
+    pool = WorkerPool(worker.tokenizer, "tiny", worker_api_key=WORKER_KEY)
+    pool.add_local(worker)
+    pool.add_local(own)
+    config = GatewayConfig(api_keys=KEYS, admin_api_keys=frozenset({ADMIN}), worker_api_key=WORKER_KEY)
+    try:
+        with TestClient(create_app(config, worker=pool)) as routed:
+            _drain_and_serve(routed, long_prefix)
+    finally:
+        own.engine.shutdown()
+
+
+def _drain_and_serve(routed: TestClient, long_prefix) -> None:
     workers = routed.get("/workers", headers=_auth(ADMIN)).json()["workers"]
     r = routed.delete(f"/workers/{workers[1]['id']}", headers=_auth(ADMIN))
     assert r.status_code == 200 and r.json()["removed"]
