@@ -181,12 +181,12 @@ def test_an_agent_loop_keeps_its_tool_calls(worker: LocalWorker) -> None:
     with TestClient(create_app(GatewayConfig(), worker=recording)) as client:  # type: ignore[arg-type]
         sdk = openai.OpenAI(base_url="http://testserver/v1", api_key="unused", http_client=client, max_retries=0)
         messages: list[Any] = [
-            {"role": "system", "content": f"[{uuid.uuid4().hex[:8]}] You plan trips. Ask for the weather first."},
+            {"role": "system", "content": "[agent-loop] You plan trips. Ask for the weather first."},
             {"role": "user", "content": "Where should I go this weekend?"},
         ]
         choice = {"type": "function", "function": {"name": "get_weather"}}
         previous: Any = None
-        for _ in range(3):
+        for turn in range(3):
             answer = sdk.chat.completions.create(
                 model="tiny",
                 messages=messages,
@@ -194,9 +194,11 @@ def test_an_agent_loop_keeps_its_tool_calls(worker: LocalWorker) -> None:
                 tool_choice=choice,  # type: ignore[arg-type]
                 max_tokens=30,
                 temperature=1.0,
+                seed=7 + turn,  # seeded: a call the length cut leaves unfinished is not JSON, so not kept
                 extra_body={"cache_diagnostics": {"previous_response_id": previous and previous.id}},
             )
             assert answer.usage is not None and answer.usage.prompt_tokens_details is not None
+            assert answer.choices[0].finish_reason == "tool_calls", answer.choices[0]
             sent = recording.prompts[f"{answer.id}-0"]
             if previous is not None:
                 before = recording.prompts[f"{previous.id}-0"]
