@@ -115,7 +115,9 @@ def _handoff_then_kill(pd, victim: str) -> tuple[dict, dict]:
     and returns what each client got (status or the error it raised)."""
     prefill, decode = pd.get("prefill"), pd.get("decode")
     body = {
-        "input_ids": [1000 + i % 5000 for i in range(4000)],
+        # Each victim's own ids: shuffled, the other kill test's prompt would already be in the
+        # prefill's cache, and the handoff could end before it is seen to start.
+        "input_ids": [1000 + (i + (0 if victim == "prefill" else 2500)) % 5000 for i in range(4000)],
         "sampling_params": {"max_new_tokens": 4, "temperature": 0},
         "bootstrap_host": "127.0.0.1",
         "bootstrap_port": pd.port,
