@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from radixgate._wire import Divergence
+from radixgate.gateway.diagnostics.compare import common_prefix
 
 MAX_SAMPLES = 4  # recent prompts kept per (tenant, template)
 MAX_SAMPLE_TOKENS = 4096  # a prompt is kept up to here; later divergences are not seen
@@ -26,19 +27,6 @@ MAX_BINS = 8  # divergence positions per template; requests at other positions a
 EXCERPT_CHARS = 48
 EXCERPT_TOKENS = 16
 CONTEXT_TOKENS = 6  # text before the divergence shown in an excerpt, up to the line's start
-
-
-def common_prefix_tokens(a: bytes, b: bytes) -> int:
-    """Common leading int32 token ids of two packed arrays: a binary search over slice equality,
-    so the comparison runs in C (log n memcmp-sized copies) rather than a Python loop."""
-    lo, hi = 0, min(len(a), len(b)) // 4
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[: mid * 4] == b[: mid * 4]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 @dataclass(frozen=True)
@@ -74,7 +62,7 @@ class PromptSamples:
         self._samples.move_to_end(key)
         best, closest = -1, 0
         for i, earlier in enumerate(kept):
-            n = common_prefix_tokens(packed, earlier)
+            n = common_prefix(packed, earlier)
             if n >= best:  # on a tie the most recent one (kept last)
                 best, closest = n, i
         earlier = kept[closest]

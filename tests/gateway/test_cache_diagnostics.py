@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncGenerator, Callable, Iterator
-from contextlib import aclosing
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from recording_worker import Recording
 
-from radixgate.engine.protocol import GenerateRequest, StreamDelta
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
 from radixgate.gateway.diagnostics.requests import counts_exactly
@@ -38,26 +37,6 @@ def _print_report() -> Iterator[None]:
 
 def scenario() -> str:
     return os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
-
-
-class Recording:
-    """The real engine's worker, recording each request's prompt ids and generated ids by rid."""
-
-    def __init__(self, inner: LocalWorker) -> None:
-        self.inner = inner
-        self.prompts: dict[str, list[int]] = {}
-        self.outputs: dict[str, list[int]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
-        self.prompts[request.rid] = list(request.input_ids)
-        async with aclosing(self.inner.stream(request)) as deltas:
-            async for delta in deltas:
-                if delta.output is not None:
-                    self.outputs[request.rid] = list(delta.output.token_ids)
-                yield delta
 
 
 def first_difference(a: list[int], b: list[int]) -> int:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Sequence
-from contextlib import aclosing
 from typing import Any
 
 import openai
 from fastapi.testclient import TestClient
+from recording_worker import Recording
 
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
@@ -153,24 +153,6 @@ WEATHER = {
         },
     },
 }
-
-
-class Recording:
-    """The real worker, recording the prompt ids each request reached the engine with, by rid."""
-
-    def __init__(self, inner: LocalWorker) -> None:
-        self.inner, self.prompts, self.outputs = inner, {}, {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def stream(self, request: Any) -> Any:
-        self.prompts[request.rid] = list(request.input_ids)
-        async with aclosing(self.inner.stream(request)) as deltas:
-            async for delta in deltas:
-                if delta.output is not None:
-                    self.outputs[request.rid] = list(delta.output.token_ids)
-                yield delta
 
 
 def test_an_agent_loop_keeps_its_tool_calls(worker: LocalWorker) -> None:

@@ -11,8 +11,9 @@ from fastapi.testclient import TestClient
 import radixgate
 from radixgate._wire import TemplateStats
 from radixgate.gateway.cli import build_parser
+from radixgate.gateway.diagnostics.compare import common_prefix
 from radixgate.gateway.observe import drift
-from radixgate.gateway.observe.drift import PromptSamples, PromptView, chat_segments, common_prefix_tokens
+from radixgate.gateway.observe.drift import PromptSamples, PromptView, chat_segments
 from radixgate.gateway.observe.prompt_stats import PromptStatsRecorder, RequestTags
 
 TOOLS = [
@@ -43,7 +44,7 @@ def test_common_prefix_matches_a_plain_loop() -> None:
         a = [rng.randrange(5) for _ in range(rng.randrange(40))]
         b = a[: rng.randrange(len(a) + 1)] + [rng.randrange(5) for _ in range(rng.randrange(10))]
         expected = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-        assert common_prefix_tokens(array("i", a).tobytes(), array("i", b).tobytes()) == expected
+        assert common_prefix(array("i", a).tobytes(), array("i", b).tobytes()) == expected
 
 
 def test_a_system_prompt_that_varies_is_found_in_the_system_segment(client: TestClient, long_prefix) -> None:
