@@ -78,19 +78,31 @@ def belady_bound(prompts: Sequence[tuple[object, Sequence[int]]], capacity: int)
     return hits / len(refs)
 
 
-def lru_reference(prompts: Sequence[tuple[object, Sequence[int]]], capacity: int) -> float:
-    """Hit rate of one LRU prefix cache of `capacity` tokens fed `prompts` in order."""
-    cache: OrderedDict[int, None] = OrderedDict()
-    hits = total = 0
-    for namespace, ids in prompts:
+class PrefixLRU:
+    """One LRU prefix cache of `capacity` token positions."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._cache: OrderedDict[int, None] = OrderedDict()
+
+    def serve(self, namespace: object, ids: Sequence[int]) -> int:
+        """The prompt's cached leading tokens (the last one is always computed); then caches it all."""
         pos = positions(ids, namespace)
         n = 0
-        while n < len(pos) - 1 and pos[n] in cache:
+        while n < len(pos) - 1 and pos[n] in self._cache:
             n += 1
-        hits, total = hits + n, total + len(ids)
         for h in reversed(pos):
-            cache[h] = None
-            cache.move_to_end(h)
-        while len(cache) > capacity:
-            cache.popitem(last=False)
+            self._cache[h] = None
+            self._cache.move_to_end(h)
+        while len(self._cache) > self.capacity:
+            self._cache.popitem(last=False)
+        return n
+
+
+def lru_reference(prompts: Sequence[tuple[object, Sequence[int]]], capacity: int) -> float:
+    """Hit rate of one LRU prefix cache of `capacity` tokens fed `prompts` in order."""
+    cache = PrefixLRU(capacity)
+    hits = total = 0
+    for namespace, ids in prompts:
+        hits, total = hits + cache.serve(namespace, ids), total + len(ids)
     return hits / total if total else 0.0

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import functools
 import random
-from collections import OrderedDict
 
-from radixgate.bench.router_bounds import belady_bound, lru_reference, positions
+from radixgate.bench.router_bounds import PrefixLRU, belady_bound, lru_reference, positions
 
 
 def _brute_force(prompts: list[tuple[str, list[int]]], capacity: int) -> float:
@@ -48,20 +47,10 @@ def test_belady_bound_is_the_brute_force_optimum() -> None:
 
 def _two_pool_lru(prompts: list[tuple[str, list[int]]], pool: int, rng: random.Random) -> float:
     """Any router: each prompt to a random one of two LRU prefix caches of `pool` tokens."""
-    caches: list[OrderedDict[int, None]] = [OrderedDict(), OrderedDict()]
+    caches = [PrefixLRU(pool), PrefixLRU(pool)]
     hits = total = 0
     for namespace, ids in prompts:
-        cache = caches[rng.randrange(2)]
-        pos = positions(ids, namespace)
-        n = 0
-        while n < len(pos) - 1 and pos[n] in cache:
-            n += 1
-        hits, total = hits + n, total + len(ids)
-        for h in reversed(pos):
-            cache[h] = None
-            cache.move_to_end(h)
-        while len(cache) > pool:
-            cache.popitem(last=False)
+        hits, total = hits + caches[rng.randrange(2)].serve(namespace, ids), total + len(ids)
     return hits / total
 
 
