@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,9 @@ from typing import Any
 
 import httpx
 
+from radixgate.gateway.server_process import terminate
+
+from .redis_server import free_port
 from .router_bounds import belady_bound, lru_reference
 from .router_presets import MAX_TOKENS, PRESETS, REPORTING, TEMPERATURE, Preset, build, pool_tokens
 from .router_workload import prompt_ids
@@ -56,12 +58,6 @@ class Row:
     @property
     def vs_bound(self) -> float:
         return self.hit_rate / self.bound if self.bound else 0.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _drive(
@@ -122,7 +118,7 @@ class SglRouter:
 
     def __init__(self, urls: Sequence[str], log_path: str) -> None:
         self.urls, self.log_path = list(urls), log_path
-        self.port = _free_port()
+        self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -142,7 +138,7 @@ class SglRouter:
             "--prometheus-host",
             "127.0.0.1",
             "--prometheus-port",
-            str(_free_port()),
+            str(free_port()),
             "--worker-urls",
             *self.urls,
         ]
@@ -166,13 +162,8 @@ class SglRouter:
 
     def __exit__(self, *exc: object) -> None:
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=5)
+        if process is not None:
+            terminate(process)
 
 
 def _row(

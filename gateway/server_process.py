@@ -24,6 +24,18 @@ URL_PREFIX = "radixgate serving on "  # the first line `radixgate serve` prints 
 _KEPT_LINES = 5000
 
 
+def terminate(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 15 s; nothing when it has already exited."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=5)
+
+
 class ServerProcess:
     """``with ServerProcess(["--api-key", "k"]) as server: server.base_url`` (``http://127.0.0.1:PORT``).
 
@@ -99,14 +111,8 @@ class ServerProcess:
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 15 s); safe to call twice."""
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+        if process is not None:
+            terminate(process)
 
     def __enter__(self) -> ServerProcess:
         return self.start()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -18,21 +17,16 @@ import httpx
 import openai
 import pytest
 
+from radixgate.bench.redis_server import free_port
 from radixgate.gateway.server_process import ServerProcess
 
 ENV = {"RADIXGATE_CACHE_SECRET": "pd-live-test-secret-0123456789"}  # keys both roles' KV channel
 DEADLINE_S = 120  # generous: catches a hang, never times a result
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def pd(live_server: Callable[..., ServerProcess]) -> SimpleNamespace:
-    port = _free_port()
+    port = free_port()
     common = ["--page-size", "16", "--enable-debug-endpoints"]
     flags = {
         "prefill": ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port), *common],
@@ -72,7 +66,7 @@ def _chat(base_url: str, content: str) -> str:
 
 def test_sglang_router_in_front_of_the_pair_answers_the_openai_client(pd):
     prefill, decode = pd.get("prefill"), pd.get("decode")
-    port = _free_port()
+    port = free_port()
     router = subprocess.Popen(
         [os.path.join(os.path.dirname(os.sys.executable), "sglang-router"), "launch", "--pd-disaggregation"]
         + ["--prefill", prefill.base_url, str(pd.port), "--decode", decode.base_url]
