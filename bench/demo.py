@@ -7,24 +7,29 @@
    ranked by the prompt tokens each call site made the server recompute;
 4. run `examples/fixed_app.py` (the same app written with `radixgate.Prompt`);
 5. print a before/after table: requests, prompt tokens, cached tokens, hit rate, ideal hit rate,
-   mean TTFT; then the dashboard URL.
+   mean TTFT; then the ideal it computed and the dashboard URL. The ideal is the declared
+   static-segment tokens an infinite cache reuses across the requests, computed from the segment
+   texts by `demo_ideal` (code neither app runs) with the server's tokenizer; each row's ideal hit
+   rate is those tokens over that app's measured prompt tokens.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import httpx
 
 from radixgate.gateway.server_process import ServerProcess
+
+from .demo_ideal import IdealReuse, ideal_reuse
 
 APPS = {"before": "bad_app.py", "after": "fixed_app.py"}
 
@@ -78,17 +83,16 @@ def app_rows(stats: dict, examples_dir: str) -> dict[str, AppRow]:
     return rows
 
 
-def ideal_hit_rate(examples_dir: str, num_requests: int) -> float:
-    """What a perfect prefix cache hits on this content when the fixed parts come first: the
-    longest prefix each request shares with any earlier one, over the fixed app's own prompts as
-    the server tokenizes them (the built-in model's ChatML template and cl100k tokens)."""
-    from .serving_runner import _chatml, prefix_reuse
+def server_encode(base_url: str) -> Callable[[str], list[int]]:
+    """The server's own tokenizer (``POST /tokenize``, no special tokens), for the ideal's counts."""
 
-    spec = importlib.util.spec_from_file_location("radixgate_demo_fixed_app", os.path.join(examples_dir, APPS["after"]))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    prompts = module.build_prompts(module.make_docs(), num_requests)
-    return prefix_reuse([_chatml(p.messages()) for p in prompts])[1]
+    def encode(text: str) -> list[int]:
+        body = {"prompt": text, "add_special_tokens": False}
+        response = httpx.post(base_url + "/tokenize", json=body, timeout=30)
+        response.raise_for_status()
+        return response.json()["tokens"]
+
+    return encode
 
 
 def run_app(name: str, examples_dir: str, base_url: str, num_requests: int, extra: list[str]) -> float:
@@ -117,6 +121,14 @@ def run_promptlint(stats_file: str, paths: list[str], fmt: str = "text") -> subp
         capture_output=True,
         text=True,
         check=False,
+    )
+
+
+def ideal_line(ideal: IdealReuse) -> str:
+    return (
+        f"ideal: {ideal.reused_tokens:,} of {ideal.static_tokens:,} declared static-segment tokens reused across "
+        f"{ideal.requests} requests under an infinite cache\n(from the segment texts by "
+        "radixgate.bench.demo_ideal; ideal hit rate = those tokens / each app's prompt tokens)"
     )
 
 
@@ -194,14 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold]4.[/] examples/{APPS['after']}: {args.requests} requests in {seconds:.1f} s")
         stats = httpx.get(base_url + "/v1/prompt_stats", timeout=30).json()
         rows = app_rows(stats, args.examples_dir)
-        ideal = ideal_hit_rate(args.examples_dir, args.requests)
-        for row in rows.values():  # the same content: one ideal for both
-            row.ideal_hit_rate = ideal
+        ideal = ideal_reuse(os.path.join(args.examples_dir, APPS["before"]), args.requests, server_encode(base_url))
+        for row in rows.values():  # the same reused tokens, over each app's own prompt tokens
+            row.ideal_hit_rate = ideal.hit_rate(row.prompt_tokens)
         print_table(console, rows)
+        console.print(ideal_line(ideal), markup=False, highlight=False)
         if args.json:
             findings = json.loads(run_promptlint(f.name, paths, "json").stdout or "[]")
             with open(args.json, "w") as out:
-                json.dump({"rows": [r.to_json() for r in rows.values()], "findings": findings}, out, indent=2)
+                payload = {"rows": [r.to_json() for r in rows.values()], "ideal": asdict(ideal), "findings": findings}
+                json.dump(payload, out, indent=2)
         if args.screenshot:
             subprocess.run(
                 [

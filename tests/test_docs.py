@@ -274,8 +274,13 @@ def _row(text: str, label: str) -> list[str]:
 @pytest.mark.slow
 def test_readme_demo_sample(docs_server: str) -> None:
     """`radixgate demo --quick` against the module's server prints what the README shows: the same
-    findings at the same lines, the same summary, 8 requests per app, the same ideal hit rate, and the
-    fixed app reaching it while the bad app stays far below."""
+    findings at the same lines, the same summary, 8 requests per app, and the ideal that
+    `demo_ideal` computes from the segment texts with cl100k (here, not through the server), each
+    row's ideal hit rate being it over that row's prompt tokens; the fixed app's cache reuses at least
+    those tokens while the bad app stays far below."""
+    from radixgate._wire import encode
+    from radixgate.bench.demo_ideal import ideal_reuse
+
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     sample = next(b.text for b in BLOCKS if b.mark == ("checked-by", "tests/test_docs.py::test_readme_demo_sample"))
     assert "radixgate demo --quick" in readme
@@ -294,9 +299,15 @@ def test_readme_demo_sample(docs_server: str) -> None:
     assert summary.findall(out) == summary.findall(sample)
     for step in ("2. examples/bad_app.py: 8 requests", "4. examples/fixed_app.py: 8 requests"):
         assert step in sample and step in out
+    ideal = ideal_reuse(str(ROOT / "examples" / "bad_app.py"), 8, encode)
+    line = f"ideal: {ideal.reused_tokens:,} of {ideal.static_tokens:,} declared static-segment tokens reused across 8"
+    assert line in out and line in sample, out[-1500:]
     before, after = _row(out, "before"), _row(out, "after")
     assert before[0] == after[0] == _row(sample, "before")[0] == "8"
-    assert before[4] == after[4] == _row(sample, "after")[4]  # the ideal hit rate: the content's own
+    cached = {}
+    for name, row in (("before", before), ("after", after)):
+        prompt_tokens, cached[name] = (int(cell.replace(",", "")) for cell in row[1:3])
+        assert row[4] == f"{ideal.reused_tokens / prompt_tokens:.1%}", (name, row)
     hit = {name: float(row[3].rstrip("%")) for name, row in (("before", before), ("after", after))}
-    ideal = float(after[4].rstrip("%"))
-    assert hit["after"] >= ideal - 2 and hit["before"] <= hit["after"] - 20, (before, after)
+    assert cached["after"] >= ideal.reused_tokens > 2 * cached["before"], (before, after)
+    assert hit["before"] <= hit["after"] - 20, (before, after)
