@@ -12,12 +12,13 @@ commit, and a failed transfer's pages go back free, never into the tree."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -66,6 +67,9 @@ class DecodeSide:
         self._rids = itertools.count()
         self.num_transfers = self.num_received_bytes = self.num_received_tokens = self.num_failed = 0
         self.num_active = 0  # reservations waiting for their KV
+        self._lock = threading.Lock()
+        self._socks: dict[str, socket.socket] = {}  # rid -> its transfer's connection
+        self._cancelled: set[str] = set()
         engine.start()
 
     # ---- on the engine loop ------------------------------------------------------------------
@@ -149,7 +153,7 @@ class DecodeSide:
     def _receive(self, res: Reservation, room: int, host: str, port: int) -> tuple[int, dict, str]:
         req, layout = res.req, self.layout
         total = len(res.slots) * layout.token_bytes
-        with socket.create_connection((host, port), timeout=self.connect_timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=self.connect_timeout_s) as sock, self._watch(req.rid, sock):
             sock.settimeout(self.timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             authenticate_as_client(sock, self.key)
@@ -195,6 +199,33 @@ class DecodeSide:
             finally:
                 receiver.close(reuse=completed)
         return int(message["first_token"]), kv, str(message.get("finish", "length"))
+
+    @contextlib.contextmanager
+    def _watch(self, rid: str, sock: socket.socket) -> Iterator[None]:
+        with self._lock:
+            if rid in self._cancelled:
+                raise TransferError(f"request {rid} was cancelled before its KV arrived")
+            self._socks[rid] = sock
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._socks.pop(rid, None)
+                self._cancelled.discard(rid)
+
+    def cancel(self, rid: str) -> None:
+        """The request's client went away while its KV was on the way: the transfer's connection is
+        shut, so `start` fails and releases the reservation (the prefill worker is told by the
+        closed connection). A no-op once the KV is in."""
+        with self._lock:
+            sock = self._socks.get(rid)
+            if sock is None:
+                self._cancelled.add(rid)
+                if len(self._cancelled) > 1024:  # a rid cancelled after its transfer ended: forget the oldest
+                    self._cancelled.pop()
+                return
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self.backend.close()

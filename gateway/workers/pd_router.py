@@ -3,33 +3,71 @@ prefill/decode pairs (`--disaggregation-mode` workers), with the flags parsed as
 parses them (a prefill's bootstrap port follows its URL; omitted, SGLang's default 8998).
 
 Each request goes to one prefill worker, chosen by the prefix its cache holds and the load routed
-to it (the pool's `cache_aware` router over the prefill members), and to one decode worker, chosen
-the same way over the decode members (their load is the KV they hold for requests in flight). Both
-get the request with the same `bootstrap_room` and the prefill's bootstrap address, as
-sglang-router sends them; the answer streams from the decode worker. Tenants stay apart as in any
-pool: the salt travels to both on the worker channel."""
+to it (the pool's `cache_aware` router over the prefill members, exact from their KV events when
+they publish them), and to one decode worker, chosen by its cache and its memory (`choose_decode`:
+the prompt tokens it would be sent, the tokens in flight there, and the free KV it reports in
+`/server_info`). Both get the request with the same `bootstrap_room` and the prefill's bootstrap
+address, as sglang-router sends them; the answer streams from the decode worker. A prefill worker
+that dies or refuses before the first token is replaced by another, in a fresh room. Tenants stay
+apart as in any pool: the salt travels to both on the worker channel."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import logging
 import random
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from radixgate.engine.protocol import Bootstrap, GenerateRequest, StreamDelta
 
 from ..api.errors import APIError
 from .member import Member
-from .pool import WorkerPool
-from .remote import RadixgateWorker, parse_worker_url
-from .router import BLOCK_TOKENS, Candidate, PrefixIndex
+from .pool import DEFAULT_CAPACITY_TOKENS, WorkerPool
+from .remote import RadixgateWorker, WorkerUnavailable, is_down, parse_worker_url
+from .router import BLOCK_TOKENS, Candidate, PrefixIndex, block_hashes
 
 DEFAULT_BOOTSTRAP_PORT = 8998  # SGLang's --disaggregation-bootstrap-port default
 PREFILL_TIMEOUT_S = 120.0
+MAX_PREFILL_ATTEMPTS = 3
+RELEASE_WAIT_S = 10.0  # how long the other side's own failure is awaited before its stream is closed
+log = logging.getLogger("radixgate.gateway.pd_router")
+
+
+class PrefillFailed(Exception):
+    """The prefill worker failed the request before any token reached the client: another may serve it."""
+
+
+def _broke(exc: BaseException | None) -> bool:
+    """The worker's connection was refused or broke: the worker died, or is not there."""
+    while exc is not None:
+        if isinstance(exc, httpx.TransportError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def _retryable(prefill_exc: BaseException | None, decode_exc: BaseException | None) -> bool:
+    """A prefill worker that died, or refused the request (a worker's 'not now', before taking it),
+    while the decode worker lives: another prefill worker may serve the request."""
+    if prefill_exc is None or _broke(decode_exc):
+        return False
+    return isinstance(prefill_exc, WorkerUnavailable) or _broke(prefill_exc)
+
+
+def free_kv_tokens(member: Member) -> tuple[float, float]:
+    """The KV a decode worker reported free (`available_tokens` of its `/server_info`, less the
+    tokens this router has in flight there) and evictable; unknown (not reported yet): its capacity."""
+    stats = member.engine_stats
+    capacity = float(stats.get("max_total_num_tokens") or DEFAULT_CAPACITY_TOKENS)
+    available = float(stats.get("available_tokens", capacity))
+    return max(0.0, available - member.candidate.num_tokens), float(stats.get("evictable_tokens", 0))
 
 
 def parse_pd_flags(
@@ -151,7 +189,7 @@ class PDRouter(_Pool):
             self._bootstrap[member.worker_id] = Bootstrap(urlsplit(url).hostname or "127.0.0.1", port, 0)
         for url in decodes:
             self.add_remote(url)
-        self.num_pd_requests = 0
+        self.num_pd_requests = self.num_prefill_retries = 0
 
     async def start(self) -> None:
         await super().start()
@@ -161,14 +199,45 @@ class PDRouter(_Pool):
         await self.prefill_pool.stop()
         await super().stop()
 
-    def _choose_prefill(self, request: GenerateRequest) -> Member:
-        members = self.prefill_pool._eligible(request, set())
+    def _choose_prefill(self, request: GenerateRequest, tried: set[str]) -> Member | None:
+        members = self.prefill_pool._eligible(request, tried)
         if not members:
-            raise APIError(503, "no prefill worker is healthy", code="no_worker_available", type="server_error")
+            return None
         choice = self.prefill_pool.router.choose(
             [m.candidate for m in members], request.input_ids, request.cache_salt, request.route_hint
         )
-        return self.prefill_pool.members[choice.worker_id]
+        member = self.prefill_pool.members[choice.worker_id]
+        member.predicted_tokens += choice.matched_tokens
+        member.best_tokens += choice.best_tokens
+        member.num_exact_routes += choice.is_exact
+        return member
+
+    def choose_decode(self, request: GenerateRequest) -> Member:
+        """The decode worker by its cache and its memory: the one that needs the fewest prompt tokens
+        sent to it and has the least queued (tokens in flight there), plus the cached tokens it would
+        evict to hold the request (what its reported free KV, less what is in flight, lacks); a
+        worker whose free and evictable KV cannot hold the request at all is chosen only when none
+        can. Ties go to the most free KV. The prompt is recorded in the chosen one's prefix index."""
+        members = self._eligible(request, set())
+        if not members:
+            errors = "; ".join(f"{m.url}: {m.last_error or 'not checked yet'}" for m in self.members.values())
+            raise APIError(
+                503, f"no decode worker is healthy ({errors})", code="no_worker_available", type="server_error"
+            )
+        n = len(request.input_ids)
+        hashes = block_hashes(request.input_ids, request.cache_salt)
+
+        def score(m: Member) -> tuple[bool, float, float, int]:
+            matched = min(n, m.candidate.matched_tokens(request.input_ids, request.cache_salt, hashes))
+            need = n - matched + request.sampling.max_new_tokens
+            free, evictable = free_kv_tokens(m)
+            fits = free + evictable >= need
+            cost = (n - matched) + m.candidate.num_tokens + max(0.0, need - free)
+            return not fits, cost, -free, m.candidate.num_requests
+
+        chosen = min(members, key=score)
+        chosen.candidate.index.record(hashes, request.cache_salt)
+        return chosen
 
     async def _prefill(self, member: Member, request: GenerateRequest) -> None:
         load = len(request.input_ids)
@@ -183,33 +252,110 @@ class PDRouter(_Pool):
         except Exception as exc:
             member.num_failed += 1
             member.last_error = str(exc)
+            if is_down(exc) or _broke(exc):
+                member.is_healthy = False  # out until a health check passes
             raise
         finally:
             member.candidate.num_requests -= 1
             member.candidate.num_tokens -= load
 
+    async def _decode(self, member: Member, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+        load = len(request.input_ids) + request.sampling.max_new_tokens
+        member.candidate.num_requests += 1
+        member.candidate.num_tokens += load
+        member.num_requests += 1
+        self._owner[request.rid] = member
+        try:
+            async with contextlib.aclosing(member.backend.stream(request)) as deltas:
+                async for delta in deltas:
+                    if delta.output is not None:
+                        member.prompt_tokens += delta.output.prompt_tokens
+                        member.cached_tokens += delta.output.cached_tokens
+                    yield delta
+        except Exception as exc:
+            member.num_failed += 1
+            member.last_error = str(exc)
+            if is_down(exc) or _broke(exc):
+                member.is_healthy = False
+            raise
+        finally:
+            member.candidate.num_requests -= 1
+            member.candidate.num_tokens -= load
+            self._owner.pop(request.rid, None)
+            self._remove_if_drained(member)
+
     async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
-        """Prefill and decode at once; a prefill that fails first fails the request at once (the
-        decode worker, told by its bootstrap connection or its time-out, releases its pages)."""
-        member = self._choose_prefill(request)
+        """Prefill and decode at once. A prefill worker that dies or refuses before the first token
+        reached the client is left out and the request goes to another registered prefill worker,
+        in a fresh bootstrap room, once the decode side has let go of the first room's pages; after
+        the first token, or when the decode side is at fault, the request fails cleanly."""
+        tried: set[str] = set()
+        errors: list[str] = []
+        for _ in range(MAX_PREFILL_ATTEMPTS):
+            member = self._choose_prefill(request, tried)
+            if member is None:
+                break
+            tried.add(member.worker_id)
+            started = False
+            try:
+                async for delta in self._handoff(member, request):
+                    started = True
+                    yield delta
+                return
+            except PrefillFailed as exc:
+                if started:
+                    raise RuntimeError(str(exc)) from None
+                errors.append(str(exc))
+                self.num_prefill_retries += 1
+                log.warning("request %s: %s; trying another prefill worker", request.rid, exc)
+        raise APIError(
+            503,
+            f"no prefill worker could serve the request: {'; '.join(errors) or 'no prefill worker is healthy'}",
+            code="no_worker_available",
+            type="server_error",
+            headers={"Retry-After": "1"},
+        )
+
+    async def _handoff(self, member: Member, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+        """One attempt: `member` prefills in a fresh room, a decode worker streams the answer.
+        PrefillFailed when the prefill worker failed it before the decode side sent a token (the
+        decode side's stream has ended, its reservation released, when this raises)."""
         boot = replace(self._bootstrap[member.worker_id], room=random.getrandbits(63))
         request = replace(request, bootstrap=boot)
+        decode_member = self.choose_decode(request)
         prefill = asyncio.create_task(self._prefill(member, request))
         self.num_pd_requests += 1
-        decode = super().stream(request)
+        decode = self._decode(decode_member, request)
+        started = False
         try:
             while True:
                 step = asyncio.ensure_future(decode.__anext__())
                 if not prefill.done():
                     await asyncio.wait({step, prefill}, return_when=asyncio.FIRST_COMPLETED)
                 if not step.done() and prefill.exception() is not None:
-                    step.cancel()
-                    await asyncio.gather(step, return_exceptions=True)
-                    raise RuntimeError(f"the prefill worker {member.url} failed: {prefill.exception()}")
+                    failed = prefill.exception()
+                    if not started and _broke(failed):  # the decode side fails too once its transfer
+                        await asyncio.wait({step}, timeout=RELEASE_WAIT_S)  # breaks: let it let go
+                    step.cancel()  # still waiting (a refusal): closing its stream releases its pages
+                    done = await asyncio.gather(step, return_exceptions=True)
+                    decode_exc = done[0] if isinstance(done[0], Exception) else None
+                    if not started and _retryable(failed, decode_exc):
+                        raise PrefillFailed(f"the prefill worker {member.url} failed: {failed}")
+                    if isinstance(failed, ValueError):
+                        raise failed  # the prefill worker rejected the request: the client's to fix
+                    raise RuntimeError(f"the prefill worker {member.url} failed: {failed}")
                 try:
                     delta = await step
                 except StopAsyncIteration:
                     return
+                except Exception as exc:
+                    if not started:  # the decode side failed first: was it the prefill worker's fault?
+                        await asyncio.wait({prefill}, timeout=RELEASE_WAIT_S)
+                        failed = prefill.exception() if prefill.done() else None
+                        if _retryable(failed, exc):
+                            raise PrefillFailed(f"the prefill worker {member.url} failed: {failed}") from exc
+                    raise
+                started = True
                 yield delta
         finally:
             await decode.aclose()
@@ -223,6 +369,7 @@ class PDRouter(_Pool):
         stats = super().stats()
         stats["prefill_workers"] = self.prefill_pool.stats().get("workers", [])
         stats["num_pd_requests"] = self.num_pd_requests
+        stats["num_prefill_retries"] = self.num_prefill_retries
         return stats
 
     def close(self) -> None:

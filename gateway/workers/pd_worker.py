@@ -10,12 +10,14 @@ whole answer. A router sends the same request to both (sglang-router does so in 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from radixgate.engine.protocol import GenerateRequest, StreamDelta
 
+from ..api.errors import APIError
 from .worker import LocalWorker, normalized
 
 if TYPE_CHECKING:
@@ -100,9 +102,21 @@ class DisaggWorker(LocalWorker):
     def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
         if request.bootstrap is None:
             return super().stream(request)
-        if self.prefill_side is not None:
-            return self._prefill(request)
-        return self._decode(request)
+        return self._handoff(request)
+
+    async def _handoff(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
+        """A failed handoff is this request's 503 (`kv_transfer_failed`, `kv_handshake_failed`), not
+        the engine's: a router keeps the worker in its pool and may try another prefill worker."""
+        from radixgate.engine.disagg.layout import HandshakeError, TransferError
+
+        deltas = self._prefill(request) if self.prefill_side is not None else self._decode(request)
+        try:
+            async with contextlib.aclosing(deltas) as stream:
+                async for delta in stream:
+                    yield delta
+        except (HandshakeError, TransferError) as exc:
+            code = "kv_handshake_failed" if isinstance(exc, HandshakeError) else "kv_transfer_failed"
+            raise APIError(503, str(exc), code=code, type="server_error") from None
 
     async def _prefill(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
         assert self.prefill_side is not None and request.bootstrap is not None
@@ -121,17 +135,26 @@ class DisaggWorker(LocalWorker):
 
         assert self.decode_side is not None and (boot := request.bootstrap) is not None
         deltas: asyncio.Queue[StreamDelta] = asyncio.Queue()
-        req, _ = await asyncio.to_thread(
-            self.decode_side.start,
-            boot.room,
-            boot.host,
-            boot.port,
-            request.input_ids,
-            normalized(request.sampling),
-            request.cache_salt,
-            request.rid,
-            asyncio_listener(deltas),
+        side = self.decode_side
+        started = asyncio.ensure_future(
+            asyncio.to_thread(
+                side.start,
+                boot.room,
+                boot.host,
+                boot.port,
+                request.input_ids,
+                normalized(request.sampling),
+                request.cache_salt,
+                request.rid,
+                asyncio_listener(deltas),
+            )
         )
+        try:
+            req, _ = await asyncio.shield(started)
+        except asyncio.CancelledError:  # the router went away while the KV was on the way
+            side.cancel(request.rid)
+            started.add_done_callback(self._abort_if_started)
+            raise
         finished = False
         try:
             while not finished:
@@ -141,6 +164,11 @@ class DisaggWorker(LocalWorker):
         finally:
             if not finished:
                 self.engine.abort(req.rid)
+
+    def _abort_if_started(self, started: asyncio.Future) -> None:
+        """A cancelled handoff whose KV had already arrived: its decoding has no reader."""
+        if not started.cancelled() and started.exception() is None:
+            self.engine.abort(started.result()[0].rid)
 
     def stats(self) -> dict[str, Any]:
         side: Any = self.prefill_side or self.decode_side

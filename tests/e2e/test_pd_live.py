@@ -26,25 +26,47 @@ DEADLINE_S = 120  # generous: catches a hang, never times a result
 
 @pytest.fixture(scope="module")
 def pd(live_server: Callable[..., ServerProcess]) -> SimpleNamespace:
-    port = free_port()
-    common = ["--page-size", "16", "--enable-debug-endpoints"]
+    """Two prefill workers and one decode worker, all publishing KV events."""
+    ports = {"prefill": free_port(), "prefill2": free_port()}
+    common = ["--page-size", "16", "--enable-debug-endpoints", "--enable-kv-events"]
+    # Fixed HTTP ports: a killed worker comes back where the PD router (the same server) looks for it.
     flags = {
-        "prefill": ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port), *common],
-        "decode": [
-            "--disaggregation-mode",
-            "decode",
-            "--disaggregation-prefill-bootstrap",
-            f"127.0.0.1:{port}",
-            *common,
-        ],
+        role: ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port), *common]
+        + ["--port", str(free_port())]
+        for role, port in ports.items()
     }
+    allowed = [arg for port in ports.values() for arg in ("--disaggregation-prefill-bootstrap", f"127.0.0.1:{port}")]
+    flags["decode"] = ["--disaggregation-mode", "decode", *allowed, *common, "--port", str(free_port())]
     started: dict[str, ServerProcess] = {}
     threads = [threading.Thread(target=lambda r=r: started.update({r: live_server(flags[r], env=ENV)})) for r in flags]
     for t in threads:
         t.start()
     for t in threads:
         t.join(DEADLINE_S)
-    return SimpleNamespace(port=port, get=lambda role: live_server(flags[role], env=ENV))
+
+    def front() -> ServerProcess:
+        """radixgate's PD router over all three, once it sees every worker healthy and in sync."""
+        get = lambda role: live_server(flags[role], env=ENV)  # noqa: E731
+        prefills = [arg for role in ports for arg in ("--prefill", get(role).base_url, str(ports[role]))]
+        server = live_server([*prefills, "--decode", get("decode").base_url], env=ENV)
+        deadline = time.monotonic() + DEADLINE_S
+        while not all(w["healthy"] and w["kv_index_synced"] for w in _workers(server)):
+            assert time.monotonic() < deadline, f"the PD router never saw its workers ready: {_workers(server)}"
+            time.sleep(0.1)
+        return server
+
+    return SimpleNamespace(
+        port=ports["prefill"], ports=ports, get=lambda role: live_server(flags[role], env=ENV), front=front
+    )
+
+
+def _workers(front: ServerProcess) -> list[dict]:
+    info = _info(front)
+    return info["workers"] + info["prefill_workers"]
+
+
+def _worker(front: ServerProcess, server: ServerProcess) -> dict:
+    return next(w for w in _workers(front) if w["url"] == server.base_url)
 
 
 def _info(server: ServerProcess) -> dict:
@@ -96,12 +118,61 @@ def test_sglang_router_in_front_of_the_pair_answers_the_openai_client(pd):
     _idle(decode)
 
 
-def test_radixgate_pd_router_answers_the_openai_client(pd, live_server):
-    prefill, decode = pd.get("prefill"), pd.get("decode")
-    front = live_server(["--prefill", prefill.base_url, str(pd.port), "--decode", decode.base_url], env=ENV)
+def test_radixgate_pd_router_answers_the_openai_client(pd):
+    front, decode = pd.front(), pd.get("decode")
     content = "PD through radixgate's router: " + "other words " * 30
     assert _chat(front.api_url, content) == _chat(decode.api_url, content)
     assert _info(front)["num_pd_requests"] >= 1
+
+
+def _generate(server: ServerProcess, ids: list[int], tokens: int = 4) -> dict:
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": tokens, "temperature": 0}}
+    answer = httpx.post(f"{server.base_url}/generate", json=body, timeout=DEADLINE_S)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_a_prefill_killed_mid_handoff_is_retried_on_the_other_before_the_first_token(pd):
+    front, decode = pd.front(), pd.get("decode")
+    prefills = {role: pd.get(role) for role in pd.ports}
+    retries = _info(front)["num_prefill_retries"]
+    ids = [7000 + (i * 7) % 9000 for i in range(4000)]  # this test's own: in no prefill's cache
+    answer: dict = {}
+    client = threading.Thread(target=lambda: answer.update(_generate(front, ids)))
+    client.start()
+    deadline = time.monotonic() + DEADLINE_S
+    victim = None
+    while victim is None:  # the prefill worker that claimed the room: prefilling or sending
+        victim = next((s for s in prefills.values() if _info(s)["disaggregation"]["num_active"]), None)
+        assert time.monotonic() < deadline and client.is_alive(), f"no handoff started: {answer}"
+        time.sleep(0.02)
+    assert victim.process is not None
+    os.kill(victim.process.pid, signal.SIGKILL)
+    client.join(DEADLINE_S)
+    assert not client.is_alive(), "the client hung after its prefill worker was killed"
+    assert answer["output_ids"] == _generate(decode, ids)["output_ids"]  # the full answer, from the other
+    assert _info(front)["num_prefill_retries"] == retries + 1
+    _idle(decode)
+
+
+def test_kv_events_of_both_roles_reach_the_pd_router_and_route_a_repeat(pd):
+    front, decode, holder = pd.front(), pd.get("decode"), pd.get("prefill2")
+    prefix = [3000 + (i * 11) % 9000 for i in range(1024)]
+    _generate(holder, prefix, 1)  # straight to one prefill worker: only its KV events tell the router
+    deadline = time.monotonic() + DEADLINE_S
+    while _worker(front, holder)["kv_index_blocks"] < len(prefix) // 16:
+        assert time.monotonic() < deadline, "the router never learned the prefill worker's blocks"
+        time.sleep(0.05)
+    before = {w["url"]: w for w in _workers(front)}
+    decode_blocks = _worker(front, decode)["kv_index_blocks"]
+    repeat = [*prefix, *range(500, 564)]
+    assert _generate(front, repeat)["meta_info"]["cached_tokens"] >= len(prefix)  # the holder's cache served it
+    after = _worker(front, holder)
+    assert after["requests"] == before[holder.base_url]["requests"] + 1
+    assert after["exact_routes"] == before[holder.base_url]["exact_routes"] + 1  # chosen from its KV events
+    while _worker(front, decode)["kv_index_blocks"] < decode_blocks + len(repeat) // 16:
+        assert time.monotonic() < deadline, "the router never learned the pages the decode worker received"
+        time.sleep(0.05)
 
 
 def _handoff_then_kill(pd, victim: str) -> tuple[dict, dict]:
