@@ -11,7 +11,8 @@
 The pin and noisy-neighbour parts drive the engine's own scheduler and cache manager (admission,
 prefix match, allocation, insertion, pins, fair-share eviction) with the model's forward pass left
 out: they measure what stays cached, which no forward pass changes, at sizes the tiny model on a
-CPU could not prefill in a bench's time.
+CPU could not prefill in a bench's time. `--live` runs the noisy-neighbour part against real
+`radixgate serve` processes instead, at small sizes (bench/retention_live.py).
 """
 
 from __future__ import annotations
@@ -178,7 +179,20 @@ def print_noisy_neighbour() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="radixgate bench retention", description=__doc__.split("\n\n")[0])
     parser.add_argument("--part", choices=PARTS, action="append", help="run only these parts (default: all)")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="noisy-neighbour against real `radixgate serve` processes (the tiny model; a few minutes) instead "
+        "of the simulation",
+    )
     args = parser.parse_args(argv)
+    if args.live:
+        if args.part not in (None, ["noisy-neighbour"]):
+            parser.error("--live runs the noisy-neighbour part only: give --part noisy-neighbour or no --part")
+        from radixgate.bench.retention_live import print_noisy_neighbour_live
+
+        print_noisy_neighbour_live()
+        return 0
     for part in args.part or PARTS:
         {"priority": print_priority, "pins": print_pins, "noisy-neighbour": print_noisy_neighbour}[part]()
         print()
