@@ -122,3 +122,41 @@ def test_a_prefill_that_never_comes_is_a_clean_error_and_releases_the_pages(pair
         decode.decode_side.timeout_s = 30.0
     assert answer.status_code == 503 and "prefill" in answer.text
     decode.check_idle_invariant()
+
+
+def test_the_pd_router_chooses_the_decode_worker_by_its_cache_and_its_reported_memory():
+    """The router's own choice over decode members as their `/server_info` reports them: free KV
+    breaks a tie of caches and queues; a held prefix wins over more free KV; a worker that cannot
+    hold the request (free + evictable) loses its prefix's claim; tokens in flight count as queue."""
+    from radixgate.engine.protocol import GenerateRequest, SamplingParams
+    from radixgate.gateway.workers.pd_router import PDRouter
+    from radixgate.gateway.workers.router import block_hashes
+
+    urls = ["http://127.0.0.1:9", "http://127.0.0.1:10"]
+    router = PDRouter(None, "tiny", [("http://127.0.0.1:11", 8998)], urls)
+    a, b = sorted(router.members.values(), key=lambda m: urls.index(m.url))
+    request = GenerateRequest("r", list(range(100, 740)), SamplingParams(max_new_tokens=32))
+
+    def report(member, available: int, evictable: int = 0) -> None:  # what a health check stores
+        member.is_healthy = True
+        member.engine_stats = {"max_total_num_tokens": 65536, "available_tokens": available}
+        member.engine_stats["evictable_tokens"] = evictable
+
+    def chosen() -> str:
+        for m in (a, b):
+            m.candidate.index.clear()
+        a.candidate.index.record(block_hashes(request.input_ids[:320], None), None) if holds_prefix else None
+        return router.choose_decode(request).url
+
+    holds_prefix = False
+    report(a, 2000)
+    report(b, 50000)
+    assert chosen() == b.url  # same caches, same queues: the most free KV
+    holds_prefix = True
+    assert chosen() == a.url  # a holds half the prompt: it is sent half, and has room
+    report(a, 100, evictable=200)
+    assert chosen() == b.url  # a cannot hold the other half even by evicting
+    report(a, 50000)
+    assert chosen() == a.url
+    a.candidate.num_tokens = 40000  # in flight there: a queue, and KV its report does not show yet
+    assert chosen() == b.url
