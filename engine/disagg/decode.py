@@ -198,6 +198,7 @@ class DecodeSide:
                 completed = True
             finally:
                 receiver.close(reuse=completed)
+        kv |= {k: message[k] for k in ("cached_tokens", "k_scales", "v_scales") if k in message}  # known at the end
         return int(message["first_token"]), kv, str(message.get("finish", "length"))
 
     @contextlib.contextmanager

@@ -84,6 +84,7 @@ class CacheManager:
         self.capacity = num_pages * page_size
         self.hicache = hicache
         self.before_release: Callable[[Req], None] | None = None  # disaggregation: reads a prefill's KV out
+        self.after_chunk: Callable[[Req], None] | None = None  # disaggregation: streams it chunk by chunk
         if hicache is not None:
             assert self.radix_cache is not None, "HiCache needs the radix cache"
             hicache.attach(self.radix_cache)
@@ -253,6 +254,8 @@ class CacheManager:
     def cache_unfinished(self, req: Req) -> None:
         """After a prefill (or a chunk of one): puts the computed tokens in the tree so that the
         next requests sharing them hit, and re-points the request at the tree's copy."""
+        if self.after_chunk is not None:
+            self.after_chunk(req)
         if self.radix_cache is None:
             return
         ps = self.page_size

@@ -87,6 +87,8 @@ def test_pd_gives_the_colocated_greedy_tokens(engines, pd, config, backend):
         assert received.num_bytes == sent.num_sent_bytes == received.num_tokens * decode.layout.token_bytes
         assert out.cached_tokens == sent.output.cached_tokens
     assert sum(received.start > 0 for _, received, _ in pd_runs) >= 16, "the decode side reuses shared prefixes"
+    # the chunked prompts' KV went out chunk by chunk, while their later chunks computed
+    assert sum(sent.num_early_runs for _, _, sent in pd_runs) > 0
     assert decode.engine.pool.k_scales == prefill.engine.pool.k_scales
     colocated.check_idle_invariant()
 
