@@ -30,8 +30,9 @@ settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "d
 # Live servers: `live_server(flags, env=...)` in any test (or a module's own `server` fixture) returns
 # a running `radixgate serve` on 127.0.0.1 and a free port, shared by every test of the session that
 # asks for the same flags and environment; at most 4 run at once (the least recently used stops),
+# each stops after the last test that can use a fixture that asked for it (live_servers.StopAfterLastUse),
 # and all stop when the session ends. Tests sharing one warm or flush their own prefixes.
-from collections.abc import Callable, Iterator  # noqa: E402
+from collections.abc import Callable, Iterator, Mapping, Sequence  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
 import pytest  # noqa: E402
@@ -40,15 +41,29 @@ if TYPE_CHECKING:
     from radixgate.gateway.server_process import ServerProcess
 
 MAX_LIVE_SERVERS = 4
+LAST_USE_PLUGIN = "live-servers-stop-after-last-use"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from live_servers import StopAfterLastUse
+
+    config.pluginmanager.register(StopAfterLastUse(), LAST_USE_PLUGIN)
 
 
 @pytest.fixture(scope="session")
-def live_server() -> Iterator[Callable[..., ServerProcess]]:
+def live_server(pytestconfig: pytest.Config) -> Iterator[Callable[..., ServerProcess]]:
     """`live_server(flags: Sequence[str] = (), *, env=None) -> ServerProcess` (running, shared)."""
     from live_servers import LiveServers
 
     servers = LiveServers(MAX_LIVE_SERVERS)
+    last_use = pytestconfig.pluginmanager.get_plugin(LAST_USE_PLUGIN)
+    last_use.pool = servers
+
+    def get(flags: Sequence[str] = (), *, env: Mapping[str, str] | None = None) -> ServerProcess:
+        return servers.get(flags, env=env, acquirer=last_use.acquirer())
+
     try:
-        yield servers.get
+        yield get
     finally:
+        last_use.pool = None
         servers.stop_all()

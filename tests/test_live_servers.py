@@ -4,9 +4,15 @@ end. Real child processes stand in for `radixgate serve`, so the bookkeeping is 
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 from live_servers import LiveServers
 
 from radixgate.gateway.server_process import ServerProcess
@@ -67,3 +73,121 @@ def test_a_dead_server_is_started_again_and_all_stop_at_the_end() -> None:
     servers.stop_all()
     assert not servers.running
     assert all(p is not None and p.poll() is not None for p in processes)
+
+
+INNER_CONFTEST = """
+import json, os, subprocess, sys
+import pytest
+from live_servers import LiveServers, StopAfterLastUse
+from radixgate.gateway.server_process import ServerProcess
+
+started = {}
+
+
+class Sleeping(ServerProcess):
+    def start(self):
+        self.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        return self
+
+
+def start(flags, env):
+    started[flags[0]] = server = Sleeping(flags, env=env).start()
+    with open(os.environ["LAST_USE_LOG"], "a") as f:
+        f.write(json.dumps(["started", flags[0], server.process.pid]) + "\\n")
+    return server
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(StopAfterLastUse(), "last-use")
+
+
+@pytest.fixture(scope="session")
+def live_server(pytestconfig):
+    plugin = pytestconfig.pluginmanager.get_plugin("last-use")
+    plugin.pool = LiveServers(4, start=start)
+    yield lambda flags: plugin.pool.get(flags, acquirer=plugin.acquirer())
+    plugin.pool.stop_all()
+
+
+def pytest_runtest_logfinish(nodeid):  # after the item's teardown and the plugin's stops
+    alive = sorted(name for name, s in started.items() if s.process is not None and s.process.poll() is None)
+    with open(os.environ["LAST_USE_LOG"], "a") as f:
+        f.write(json.dumps(["done", nodeid.split("::")[1], alive]) + "\\n")
+"""
+
+MODULE_SERVER = """
+import pytest
+
+@pytest.fixture(scope="module")
+def server(live_server):
+    return live_server([{flag!r}])
+"""
+
+INNER_TESTS = {
+    # a: two tests here and one in test_d.py (a fixture of its own, the same flags)
+    "test_a.py": MODULE_SERVER.format(flag="a")
+    + "def test_a1(server): pass\ndef test_a2(server): pass\ndef test_a_none(): pass\n",
+    "test_d.py": MODULE_SERVER.format(flag="a") + "def test_d1(server): pass\n",
+    # b: test_b_request could ask for `server` by name (request.getfixturevalue), so it counts as a user
+    "test_b.py": MODULE_SERVER.format(flag="b")
+    + "def test_b1(server): pass\ndef test_b_request(request): pass\ndef test_b_none(): pass\n",
+    # c: asked for by a test's body: only that test uses it
+    "test_c.py": "def test_c_direct(live_server): live_server(['c'])\ndef test_c_after(): pass\n",
+}
+USERS = {"a": {"test_a1", "test_a2", "test_d1"}, "b": {"test_b1", "test_b_request"}, "c": {"test_c_direct"}}
+# The tests that set each module's `server` up (the first of them to run does); b_request only might.
+SETS_UP = [{"test_a1", "test_a2"}, {"test_d1"}, {"test_b1"}]
+
+
+def test_each_server_stops_after_the_last_test_that_can_use_it(tmp_path: Path) -> None:
+    """An inner pytest session (shuffled by pytest-randomly, two seeds) over real sleeping children:
+    after each test, exactly the servers whose first user has run and whose last user is still to
+    come are alive; a test that names none keeps none alive, and nothing outlives the session."""
+    (tmp_path / "conftest.py").write_text(INNER_CONFTEST)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    for name, text in INNER_TESTS.items():
+        (tmp_path / name).write_text(text)
+    pids, stopped_early = [], 0
+    try:
+        for seed in (1, 2):
+            log = tmp_path / f"log-{seed}.jsonl"
+            env = {
+                **os.environ,
+                "LAST_USE_LOG": str(log),
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+            }
+            args = ["-p", "randomly", "-p", "no:cacheprovider", f"--randomly-seed={seed}", "-q", str(tmp_path)]
+            run = subprocess.run(
+                [sys.executable, "-m", "pytest", "-c", str(tmp_path / "pytest.ini"), *args],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+            entries = [json.loads(line) for line in log.read_text().splitlines()]
+            pids += [pid for kind, _, pid in entries if kind == "started"]
+            order = [name for kind, name, _ in entries if kind == "done"]
+            assert sorted(order) == sorted(
+                set().union(*USERS.values()) | {"test_a_none", "test_b_none", "test_c_after"}
+            )
+            first = {flag: min(order.index(t) for t in users if t != "test_b_request") for flag, users in USERS.items()}
+            last = {flag: max(map(order.index, users)) for flag, users in USERS.items()}
+            # Until the last fixture taking live_server has run (and the test calling it), any flags may
+            # still be asked for: nothing stops before that.
+            asks = [min(map(order.index, tests)) for tests in SETS_UP] + [order.index("test_c_direct")]
+            for t, (_, name, alive) in enumerate(e for e in entries if e[0] == "done"):
+                expected = sorted(flag for flag in USERS if first[flag] <= t and (t < last[flag] or t < max(asks)))
+                assert alive == expected, (seed, order, name)
+                stopped_early += t < len(order) - 1 and any(first[flag] <= t for flag in set(USERS) - set(alive))
+            assert sorted(name for kind, name, _ in entries if kind == "started") == ["a", "b", "c"]  # one each
+        assert stopped_early  # not only at the session's end
+        for pid in pids:  # every child stopped and reaped by the inner session
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
