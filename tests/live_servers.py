@@ -93,8 +93,9 @@ class StopAfterLastUse:
     time, when the test has `request` and the fixture is visible from it (defined at or above it).
     Which flags a fixture asks for is known only once it runs, so nothing stops while a later test
     can still ask for flags not yet seen: one calling `live_server` in its body, or one using a
-    fixture that takes `live_server` and has not run yet (or runs per test). A server stopped too
-    early would only be started again; one still in a fixture's hands is never stopped.
+    fixture that takes `live_server` and has not run yet (a fixture that ran, even per test, is taken
+    to ask for the same flags again). A server stopped too early would only be started again; one
+    still in a fixture's hands is never stopped.
     """
 
     def __init__(self) -> None:
@@ -153,10 +154,7 @@ class StopAfterLastUse:
 
     def may_ask_later(self, index: int) -> bool:
         """Whether an item after `index` may still call `live_server` with flags not yet seen."""
-        return any(
-            i > index and (direct or any(d.scope == "function" or d not in self._set_up for d in fixtures))
-            for i, direct, fixtures in self._askers
-        )
+        return any(i > index and (direct or not fixtures <= self._set_up) for i, direct, fixtures in self._askers)
 
     def last_use(self, acquirer: Hashable) -> int:
         """The index of the last item that can use `acquirer` (-1: none)."""

@@ -115,28 +115,29 @@ def pytest_runtest_logfinish(nodeid):  # after the item's teardown and the plugi
         f.write(json.dumps(["done", nodeid.split("::")[1], alive]) + "\\n")
 """
 
-MODULE_SERVER = """
+SERVER_FIXTURE = """
 import pytest
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope={scope!r})
 def server(live_server):
     return live_server([{flag!r}])
 """
 
 INNER_TESTS = {
-    # a: two tests here and one in test_d.py (a fixture of its own, the same flags)
-    "test_a.py": MODULE_SERVER.format(flag="a")
+    # a: two tests here and two in test_d.py (a fixture of its own, per test, the same flags)
+    "test_a.py": SERVER_FIXTURE.format(scope="module", flag="a")
     + "def test_a1(server): pass\ndef test_a2(server): pass\ndef test_a_none(): pass\n",
-    "test_d.py": MODULE_SERVER.format(flag="a") + "def test_d1(server): pass\n",
+    "test_d.py": SERVER_FIXTURE.format(scope="function", flag="a")
+    + "def test_d1(server): pass\ndef test_d2(server): pass\n",
     # b: test_b_request could ask for `server` by name (request.getfixturevalue), so it counts as a user
-    "test_b.py": MODULE_SERVER.format(flag="b")
+    "test_b.py": SERVER_FIXTURE.format(scope="module", flag="b")
     + "def test_b1(server): pass\ndef test_b_request(request): pass\ndef test_b_none(): pass\n",
     # c: asked for by a test's body: only that test uses it
     "test_c.py": "def test_c_direct(live_server): live_server(['c'])\ndef test_c_after(): pass\n",
 }
-USERS = {"a": {"test_a1", "test_a2", "test_d1"}, "b": {"test_b1", "test_b_request"}, "c": {"test_c_direct"}}
+USERS = {"a": {"test_a1", "test_a2", "test_d1", "test_d2"}, "b": {"test_b1", "test_b_request"}, "c": {"test_c_direct"}}
 # The tests that set each module's `server` up (the first of them to run does); b_request only might.
-SETS_UP = [{"test_a1", "test_a2"}, {"test_d1"}, {"test_b1"}]
+SETS_UP = [{"test_a1", "test_a2"}, {"test_d1", "test_d2"}, {"test_b1"}]
 
 
 def test_each_server_stops_after_the_last_test_that_can_use_it(tmp_path: Path) -> None:
