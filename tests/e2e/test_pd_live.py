@@ -30,34 +30,40 @@ def pd(live_server: Callable[..., ServerProcess]) -> SimpleNamespace:
     ports = {"prefill": free_port(), "prefill2": free_port()}
     common = ["--page-size", "16", "--enable-debug-endpoints", "--enable-kv-events"]
     # Fixed HTTP ports: a killed worker comes back where the PD router (the same server) looks for it.
+    urls = {role: f"http://127.0.0.1:{free_port()}" for role in [*ports, "decode"]}
     flags = {
         role: ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(port), *common]
-        + ["--port", str(free_port())]
         for role, port in ports.items()
     }
     allowed = [arg for port in ports.values() for arg in ("--disaggregation-prefill-bootstrap", f"127.0.0.1:{port}")]
-    flags["decode"] = ["--disaggregation-mode", "decode", *allowed, *common, "--port", str(free_port())]
-    started: dict[str, ServerProcess] = {}
-    threads = [threading.Thread(target=lambda r=r: started.update({r: live_server(flags[r], env=ENV)})) for r in flags]
+    flags["decode"] = ["--disaggregation-mode", "decode", *allowed, *common]
+    for role, url in urls.items():
+        flags[role] += ["--port", url.rsplit(":", 1)[1]]
+
+    def get(role: str) -> ServerProcess:
+        server = live_server(flags[role], env=ENV)
+        assert server.base_url == urls[role]
+        return server
+
+    threads = [threading.Thread(target=get, args=(role,)) for role in flags]
     for t in threads:
         t.start()
     for t in threads:
         t.join(DEADLINE_S)
 
-    def front() -> ServerProcess:
-        """radixgate's PD router over all three, once it sees every worker healthy and in sync."""
-        get = lambda role: live_server(flags[role], env=ENV)  # noqa: E731
-        prefills = [arg for role in ports for arg in ("--prefill", get(role).base_url, str(ports[role]))]
-        server = live_server([*prefills, "--decode", get("decode").base_url], env=ENV)
+    def front(*roles: str) -> ServerProcess:
+        """radixgate's PD router over the three, once the workers `roles` run (a killed one is
+        started again) and it sees them healthy and in sync; the others may be down."""
+        needed = {get(role).base_url for role in roles}
+        prefills = [arg for role in ports for arg in ("--prefill", urls[role], str(ports[role]))]
+        server = live_server([*prefills, "--decode", urls["decode"]], env=ENV)
         deadline = time.monotonic() + DEADLINE_S
-        while not all(w["healthy"] and w["kv_index_synced"] for w in _workers(server)):
+        while not all(w["healthy"] and w["kv_index_synced"] for w in _workers(server) if w["url"] in needed):
             assert time.monotonic() < deadline, f"the PD router never saw its workers ready: {_workers(server)}"
             time.sleep(0.1)
         return server
 
-    return SimpleNamespace(
-        port=ports["prefill"], ports=ports, get=lambda role: live_server(flags[role], env=ENV), front=front
-    )
+    return SimpleNamespace(port=ports["prefill"], ports=ports, get=get, front=front)
 
 
 def _workers(front: ServerProcess) -> list[dict]:
@@ -119,7 +125,7 @@ def test_sglang_router_in_front_of_the_pair_answers_the_openai_client(pd):
 
 
 def test_radixgate_pd_router_answers_the_openai_client(pd):
-    front, decode = pd.front(), pd.get("decode")
+    front, decode = pd.front("prefill", "decode"), pd.get("decode")
     content = "PD through radixgate's router: " + "other words " * 30
     assert _chat(front.api_url, content) == _chat(decode.api_url, content)
     assert _info(front)["num_pd_requests"] >= 1
@@ -133,7 +139,7 @@ def _generate(server: ServerProcess, ids: list[int], tokens: int = 4) -> dict:
 
 
 def test_a_prefill_killed_mid_handoff_is_retried_on_the_other_before_the_first_token(pd):
-    front, decode = pd.front(), pd.get("decode")
+    front, decode = pd.front("prefill", "prefill2", "decode"), pd.get("decode")
     prefills = {role: pd.get(role) for role in pd.ports}
     retries = _info(front)["num_prefill_retries"]
     ids = [7000 + (i * 7) % 9000 for i in range(4000)]  # this test's own: in no prefill's cache
@@ -156,7 +162,7 @@ def test_a_prefill_killed_mid_handoff_is_retried_on_the_other_before_the_first_t
 
 
 def test_kv_events_of_both_roles_reach_the_pd_router_and_route_a_repeat(pd):
-    front, decode, holder = pd.front(), pd.get("decode"), pd.get("prefill2")
+    front, decode, holder = pd.front("prefill2", "decode"), pd.get("decode"), pd.get("prefill2")
     prefix = [3000 + (i * 11) % 9000 for i in range(1024)]
     _generate(holder, prefix, 1)  # straight to one prefill worker: only its KV events tell the router
     deadline = time.monotonic() + DEADLINE_S
