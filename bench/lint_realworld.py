@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from radixgate.bench import lint_realworld_batch
 from radixgate.bench.lint_realworld_sites import attach_refs
+from radixgate.bench.lint_realworld_strata import in_keys
 from radixgate.linter.runner import lint_paths
 from radixgate.linter.settings import Settings
 
@@ -60,19 +61,34 @@ class Row(NamedTuple):
         return self.weighted_caught / self.weighted_breakers if self.weighted_breakers else float("nan")
 
 
-def weights(labels: list[dict]) -> dict[int, float]:
-    """A label's weight for recall: `pool / sampled` for a sampled unflagged site whose label records the size
-    of the unflagged pool it was drawn from (`pool`), 1 for every other label."""
-    sampled: dict[tuple, int] = defaultdict(int)
-    for lab in labels:
+def weights(labels: list[dict], pools: list[dict] = (), split: dict[str, str] | None = None) -> dict[int, float]:
+    """A label's weight for recall: a sampled site stands for `pool / sampled` sites of the stratum it was drawn
+    from, `sampled` being the labels of that stratum here, every other label (a census of findings) for one.
+    A stratum is a row of `pools.jsonl` (batch, half, the label fields that mark its sample, or its listed
+    `members`); a site label of no row that records its own `pool` (batch 3) is weighed the same way."""
+    split = split or {}
+    members = [{tuple(m) for m in row.get("members", [])} for row in pools]
+
+    def stratum(lab: dict) -> tuple | None:
+        for i, row in enumerate(pools):
+            if row["batch"] == lab.get("batch", 1) and row["split"] == split.get(lab["repo"]):
+                if in_keys(lab, row["keys"]) or any((k, v) in members[i] for k, v in lab.items() if isinstance(v, int)):
+                    return ("row", i, row["pool"])
         if lab.get("kind") == "site" and "pool" in lab:
-            sampled[(lab.get("batch"), lab["pool"])] += 1
-    return {
-        id(lab): lab["pool"] / sampled[(lab.get("batch"), lab["pool"])]
-        if lab.get("kind") == "site" and "pool" in lab
-        else 1.0
-        for lab in labels
-    }
+            return ("label", lab.get("batch"), lab["pool"])
+        return None
+
+    of = {id(lab): stratum(lab) for lab in labels}
+    sampled: dict[tuple, int] = defaultdict(int)
+    for key in of.values():
+        if key is not None:
+            sampled[key] += 1
+    return {i: key[2] / sampled[key] if key is not None else 1.0 for i, key in of.items()}
+
+
+def read_pools(data: Path = DATA) -> list[dict]:
+    """The strata of `pools.jsonl` (written by `lint_realworld_strata`)."""
+    return read_jsonl(data / "pools.jsonl")
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -140,7 +156,14 @@ def referring(finding: dict, labels: list[dict]) -> list[dict]:
     ]
 
 
-def score(name: str, repos: list[str], files: int, findings: list[dict], labels: list[dict]) -> tuple[Row, list]:
+def score(
+    name: str,
+    repos: list[str],
+    files: int,
+    findings: list[dict],
+    labels: list[dict],
+    weight: dict[int, float] | None = None,
+) -> tuple[Row, list]:
     """A finding counts once for precision: by the narrowest label whose span holds it, else by the labels
     whose sites use the template holding it (right if any of them is a breaker). A breaker site is caught
     by a finding in its span or in the template text it uses."""
@@ -173,9 +196,9 @@ def score(name: str, repos: list[str], files: int, findings: list[dict], labels:
         if lab["verdict"] == "breaker" and lab.get("kind") in ("site", "finding") and lab.get("recall", True)
     ]
     caught = sum(1 for lab in breakers if id(lab) in hit)
-    weight = weights(labels)
-    w_all = sum(weight[id(lab)] for lab in breakers)
-    w_hit = sum(weight[id(lab)] for lab in breakers if id(lab) in hit)
+    weight = weights(labels) if weight is None else weight
+    w_all = sum(weight.get(id(lab), 1.0) for lab in breakers)
+    w_hit = sum(weight.get(id(lab), 1.0) for lab in breakers if id(lab) in hit)
     row = Row(name, len(repos), files, len(findings), tp, fp, len(unlabeled), len(breakers), caught, w_all, w_hit)
     return row, unlabeled
 
@@ -225,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch", type=int, action="append", help="only this batch (repeatable; batch 3 alone needs only its sources)"
     )
-    parser.add_argument("--rules", action="store_true", help="also print precision per rule")
+    parser.add_argument("--rules", action="store_true", help="precision per rule (always printed now)")
     args = parser.parse_args(argv)
     if args.sources is None:
         print("error: pass --sources DIR (or set RADIXGATE_REALWORLD_SOURCES)", file=sys.stderr)
@@ -247,78 +270,56 @@ def main(argv: list[str] | None = None) -> int:
     split = {row["repo"]: row["split"] for row in provenance + whole}
     batch_of = {row["repo"]: row.get("batch", 1) for row in provenance + whole}
     batches = sorted(set(batch_of.values()))
-    rows: list[Row] = []
-    test_labels = read_jsonl(args.data / "labels_test.jsonl")
+    labels = {"test": read_jsonl(args.data / "labels_test.jsonl"), "dev": read_jsonl(args.data / "labels_dev.jsonl")}
     after_labels = read_jsonl(args.data / "labels_test_after.jsonl")
-    dev_labels = read_jsonl(args.data / "labels_dev.jsonl")
-    attach_refs(args.sources, test_labels + after_labels + dev_labels)
+    attach_refs(args.sources, labels["test"] + after_labels + labels["dev"])
+    weight = weights(labels["test"] + labels["dev"], read_pools(args.data), split)
+    halves = [h for h in ("test", "dev") if args.half in ("both", h)]
     started = time.perf_counter()
-    found: list[dict] = []
-    dev_found: list[dict] = []
-    lines = dev_lines = 0
-    test_unlabeled: list[dict] = []
-    dev_unlabeled: list[dict] = []
-
-    def rows_of(half: str, findings: list[dict], labels: list[dict], now: str) -> tuple[list[Row], list[dict]]:
-        """One row per batch (when there are several), then all batches together."""
-        out: list[Row] = []
-        unlabeled: list[dict] = []
-        groups = [(f"b{b}", {b}) for b in batches] if len(batches) > 1 else []
-        for tag, members in [*groups, ("", set(batches))]:
+    found: dict[str, list[dict]] = {}
+    lines = 0
+    for half in halves:
+        found[half], n = lint_repos(args.sources, sorted(r for r, s in split.items() if s == half), Settings())
+        lines += n
+    elapsed = time.perf_counter() - started
+    rows: list[Row] = []
+    per_rule: list[tuple[str, list[dict], list[dict], list[str]]] = []
+    unlabeled: dict[str, list[dict]] = {}
+    groups = [(f"b{b}", {b}) for b in batches] + ([("all", set(batches))] if len(batches) > 1 else [])
+    for tag, members in groups:
+        for half in halves:
             repos = sorted(r for r, s in split.items() if s == half and batch_of[r] in members)
             n_files = sum(1 for row in provenance if row["split"] == half and row.get("batch", 1) in members)
             n_files += sum(row["files"] for row in whole if row["split"] == half and row["batch"] in members)
-            name = f"{half}{' ' + tag if tag else ''}, {now}"
-            row, unlabeled = score(
-                name,
-                repos,
-                n_files,
-                [f for f in findings if f["repo"] in repos],
-                [lab for lab in labels if lab["repo"] in repos],
-            )
-            out.append(row)
-        return out, unlabeled
-
-    if args.half != "dev":
-        test_repos = sorted(r for r, s in split.items() if s == "test")
-        rows += rows_of("test", before_findings(test_labels), test_labels, "before")[0]
-        found, lines = lint_repos(args.sources, test_repos, Settings())
-        after_all = test_labels + [dict(lab, recall=False) for lab in after_labels]
-        test_rows, test_unlabeled = rows_of("test", found, after_all, "now")
-        rows += test_rows
-    if args.half != "test":
-        dev_repos = sorted(r for r, s in split.items() if s == "dev")
-        dev_found, dev_lines = lint_repos(args.sources, dev_repos, Settings())
-        dev_rows, dev_unlabeled = rows_of("dev", dev_found, dev_labels, "now")
-        rows += dev_rows
-    elapsed = time.perf_counter() - started
+            mine = [lab for lab in labels[half] if lab["repo"] in repos]
+            now = mine + [dict(lab, recall=False) for lab in after_labels if lab["repo"] in repos and half == "test"]
+            runs = [("now", [f for f in found[half] if f["repo"] in repos], now)]
+            # "before": the findings recorded with the labels, where the labels hold every finding of that time
+            censused = {lab.get("batch", 1) for lab in mine if lab.get("kind") == "finding"}
+            if censused and censused >= {batch_of[r] for r in repos}:
+                runs.insert(0, ("before", before_findings(mine), mine))
+            for when, findings, labs in runs:
+                row, missed = score(f"{tag} {half}, {when}", repos, n_files, findings, labs, weight)
+                rows.append(row)
+                per_rule.append((row.name, findings, labs, repos))
+                if when == "now":
+                    unlabeled[half] = missed
     sys.stdout.write(table(rows))
-    if args.rules:
-        halves = []
-        if args.half != "dev":
-            test_repos = sorted(r for r, s in split.items() if s == "test")
-            halves.append(("test, now", found, test_labels + after_labels, test_repos))
-        if args.half != "test":
-            dev_repos = sorted(r for r, s in split.items() if s == "dev")
-            halves.append(("dev, now", dev_found, dev_labels, dev_repos))
-        sys.stdout.write(rule_table(halves))
-    print(f"({lines + dev_lines:,} lines linted in {elapsed:.1f} s; precision counts labeled findings only)")
+    sys.stdout.write(rule_table(per_rule))
+    print(f"({lines:,} lines linted in {elapsed:.1f} s; precision counts labeled findings only)")
     if args.verbose:
-        for name, unlabeled in (("test", test_unlabeled), ("dev", dev_unlabeled)):
-            for f in unlabeled:
-                print(f"  unlabeled {name}: {f['repo']} {f['path']}:{f['line']} {f['code']} {f.get('message', '')}")
-        halves = [(test_labels, found)] if args.half != "dev" else []
-        halves += [(dev_labels, dev_found)] if args.half != "test" else []
-        for labels, findings in halves:
-            for lab in labels:
+        for half in halves:
+            for f in unlabeled.get(half, []):
+                print(f"  unlabeled {half}: {f['repo']} {f['path']}:{f['line']} {f['code']} {f.get('message', '')}")
+            for lab in labels[half]:
                 spans = [(lab["path"], lab["line"], lab["end_line"]), *lab.get("refs", [])]
                 if lab["verdict"] == "breaker" and not any(
                     f["repo"] == lab["repo"] and p == f["path"] and a <= f["line"] <= b
-                    for f in findings
+                    for f in found[half]
                     for p, a, b in spans
                 ):
                     print(f"  missed: {lab['repo']} {lab['path']}:{lab['line']} {lab['reason']}")
-        for f in found + dev_found:
+        for f in [f for half in halves for f in found[half]]:
             print(f"  finding: {f['repo']} {f['path']}:{f['line']} {f['code']} {f['message']}")
     return 0
 
