@@ -156,6 +156,7 @@ def test_each_server_stops_after_the_last_test_that_can_use_it(tmp_path: Path) -
                 **os.environ,
                 "LAST_USE_LOG": str(log),
                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+                "PYTEST_ADDOPTS": "",  # the outer run's options are not the inner one's
                 "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
             }
             args = ["-p", "randomly", "-p", "no:cacheprovider", f"--randomly-seed={seed}", "-q", str(tmp_path)]
