@@ -28,7 +28,7 @@ from radixgate.gateway.server_process import ServerProcess
 
 KEYS = {"a": "key-tenant-a", "b": "key-tenant-b", "admin": "key-admin"}
 VOCAB_END = 100_000  # the tiny model's vocabulary (cl100k) ends a little above
-FAIRNESS_FLAGS = {"on": ["--tenant-cache-fairness"], "off": []}  # the server's flag for each setting
+FAIRNESS_FLAGS = {"on": [], "off": ["--disable-tenant-cache-fairness"]}  # fair share is on by default
 
 
 @dataclass(frozen=True)

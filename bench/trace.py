@@ -31,8 +31,10 @@ from radixgate.bench.cache_bounds import (
     load_trace,
     split_by_time,
 )
+from radixgate.engine.config import EngineConfig
 from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
 from radixgate.engine.kvcache.radix_cache import RadixCache
+from radixgate.engine.kvcache.tenant_share import TenantShares
 
 _HASH = 2654435761  # Knuth's multiplicative hash: odd, so a bijection modulo 2**31
 
@@ -43,15 +45,23 @@ def block_tokens(block_id: int, size: int) -> tuple[int, ...]:
 
 
 def replay(
-    requests: Sequence[TraceRequest], counted: Sequence[bool], policy: str, pool_blocks: int, size: int = 16
+    requests: Sequence[TraceRequest],
+    counted: Sequence[bool],
+    policy: str,
+    pool_blocks: int,
+    size: int = 16,
+    fair: bool = False,
 ) -> tuple[int, int]:
-    """(blocks hit, blocks counted) through a RadixCache of `pool_blocks` blocks under `policy`."""
+    """(blocks hit, blocks counted) through a RadixCache of `pool_blocks` blocks under `policy`;
+    `fair`: with tenant fair share on, as the engine sets it (the trace is one tenant)."""
     free = [pool_blocks * size]
 
     def free_slots(slots: Sequence[int]) -> None:
         free[0] += len(slots)
 
     cache = RadixCache(size, free_slots, policy)
+    shares = TenantShares(pool_blocks * size) if fair else None
+    cache.fair = shares
     tokens: dict[int, tuple[int, ...]] = {}
     next_slot = 0
     hits = total = 0
@@ -62,6 +72,8 @@ def replay(
             if block is None:
                 block = tokens[h] = block_tokens(h, size)
             key += block
+        if shares is not None:
+            shares.seen(None)  # the trace's one tenant (the tree's default namespace) is active
         slots, node = cache.match_prefix(key)
         if count:
             hits, total = hits + len(slots) // size, total + len(request.hash_ids)
@@ -78,12 +90,15 @@ def replay(
     return hits, total
 
 
-def tree_speed(policies: Sequence[str], num_requests: int = 2000, repeats: int = 9) -> dict[str, tuple[float, float]]:
+def tree_speed(
+    policies: Sequence[str], num_requests: int = 2000, repeats: int = 9, fair: bool = False
+) -> dict[str, tuple[float, float]]:
     """match + insert per second under each policy, on `bench offline`'s tree workload (1000 shared +
     200 unique tokens per request, page 1) with a pool of a quarter of its tokens, so every insert
     also evicts. policy -> (best of `repeats` in this thread's CPU time, the median over the repeats
     of its rate / lru's in the same repeat): the policies interleaved and paired, so that other work
-    on a shared machine slows them alike. `policies` must include lru."""
+    on a shared machine slows them alike. `policies` must include lru. `fair`: each tree with tenant
+    fair share on (one tenant), lru's included."""
     import random
 
     rng = random.Random(1)
@@ -94,9 +109,13 @@ def tree_speed(policies: Sequence[str], num_requests: int = 2000, repeats: int =
     for _ in range(repeats):
         for policy in policies:
             cache = RadixCache(1, lambda slots: None, policy)
+            shares = TenantShares(pool) if fair else None
+            cache.fair = shares
             next_slot = 0
             start = time.thread_time()
             for key in keys:
+                if shares is not None:
+                    shares.seen(None)
                 slots, node = cache.match_prefix(key)
                 new = range(next_slot, next_slot + len(key) - len(slots))
                 next_slot += len(new)
@@ -109,7 +128,12 @@ def tree_speed(policies: Sequence[str], num_requests: int = 2000, repeats: int =
 
 
 def simulate(
-    requests: Sequence[TraceRequest], part: str, fractions: Sequence[float], policies: Sequence[str], size: int
+    requests: Sequence[TraceRequest],
+    part: str,
+    fractions: Sequence[float],
+    policies: Sequence[str],
+    size: int,
+    fair: bool = False,
 ) -> dict:
     first, second = split_by_time(requests)
     counted = {"all": [True] * len(requests), "first": first, "second": second}[part]
@@ -119,7 +143,7 @@ def simulate(
         pool = max(1, int(distinct * fraction))
         row: dict = {"pool_fraction": fraction, "pool_blocks": pool, "hit_rate": {}}
         for policy in policies:
-            hits, total = replay(requests, counted, policy, pool, size)
+            hits, total = replay(requests, counted, policy, pool, size, fair)
             row["hit_rate"][policy] = hits / max(total, 1)
         hits, total = belady_hits(requests, counted, pool)
         row["belady"] = hits / max(total, 1)
@@ -133,6 +157,7 @@ def simulate(
         "block_tokens": size,
         "scale": MOONCAKE_BLOCK_TOKENS // size,
         "part": part,
+        "tenant_cache_fairness": fair,
         "infinite": hits / max(total, 1),
         "rows": rows,
     }
@@ -160,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--block-tokens", type=int, default=16, help="tokens standing for one 512-token trace block")
     p.add_argument("--limit", type=int, default=None, help="replay only the first N requests of each trace")
     p.add_argument("--tree-speed", action="store_true", help="also time match+insert per policy against lru")
+    p.add_argument(
+        "--tenant-cache-fairness",
+        choices=["on", "off"],
+        default="on" if EngineConfig.tenant_cache_fairness else "off",
+        help="with --simulate and --tree-speed: tenant fair share on the tree, as the engine sets it (the trace is "
+        "one tenant; default: the engine's default)",
+    )
     p.add_argument("--json", action="store_true", help="print the figures as JSON instead of tables")
     args = p.parse_args(argv)
     policies = [s for s in args.policies.split(",") if s]
@@ -186,9 +218,11 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--trace: {e}")
         if args.url:
             return _live(args, path, requests)
-        result["traces"][path] = simulate(requests, args.part, fractions, policies, args.block_tokens)
+        fair = args.tenant_cache_fairness == "on"
+        result["traces"][path] = simulate(requests, args.part, fractions, policies, args.block_tokens, fair)
     if args.tree_speed:
-        speed = tree_speed(sorted(set(policies) | {"lru"}, key=EVICTION_POLICIES.index))
+        ordered = sorted(set(policies) | {"lru"}, key=EVICTION_POLICIES.index)
+        speed = tree_speed(ordered, fair=args.tenant_cache_fairness == "on")
         result["tree_match_insert_per_s"] = speed
     if args.json:
         print(json.dumps(result, indent=2))
@@ -238,7 +272,8 @@ def _print_tables(result: dict, policies: Sequence[str]) -> None:
         console.print(
             f"{path}: {t['requests']} requests, {t['distinct_blocks']} distinct blocks; hit rate over the "
             f"{t['part']} part ({t['counted_requests']} requests, {t['counted_blocks']} blocks); one block = "
-            f"{t['block_tokens']} tokens (the trace's 512 scaled down {t['scale']}x)",
+            f"{t['block_tokens']} tokens (the trace's 512 scaled down {t['scale']}x); tenant fair share "
+            f"{'on' if t['tenant_cache_fairness'] else 'off'}",
             soft_wrap=True,
         )
         table = Table()

@@ -80,7 +80,9 @@ class EngineConfig:
     max_pinned_ratio: float = 0.25
     # Tenant fair share (kvcache/tenant_share.py): eviction takes first from the tenants (cache
     # salts) above their share of the cache; a tenant counts while it sent a request within the window.
-    tenant_cache_fairness: bool = False
+    # On by default (`--disable-tenant-cache-fairness` turns it off): with one tenant it evicts what
+    # policy order evicts (`radixgate bench trace --simulate --tenant-cache-fairness on|off`).
+    tenant_cache_fairness: bool = True
     tenant_active_window_s: float = 60.0
     attention_backend: str = "auto"
     random_seed: int = 0

@@ -43,12 +43,20 @@ def add_retention_flags(e: argparse._ArgumentGroup) -> None:
         "the KV pool; past it the oldest pin is released (copied to host/disk first with HiCache); 0: no pins "
         "(default 0.25)",
     )
-    e.add_argument(
+    fairness = e.add_mutually_exclusive_group()
+    fairness.add_argument(
+        "--disable-tenant-cache-fairness",
+        dest="tenant_cache_fairness",
+        action="store_false",
+        default=None,
+        help="evict in the policy's order alone, whoever's prefixes they are; by default (fair share on) eviction "
+        "takes first from tenants above their fair share of the cache (weights: `weight` in the keys file)",
+    )
+    fairness.add_argument(
         "--tenant-cache-fairness",
         action="store_true",
         default=None,
-        help="eviction takes first from tenants above their fair share of the cache (weights: `weight` in the "
-        "keys file)",
+        help="fair share on (the default; kept so that scripts naming it still start)",
     )
     e.add_argument(
         "--tenant-active-window",

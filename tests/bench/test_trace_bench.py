@@ -125,3 +125,16 @@ def test_bad_arguments_say_what_to_fix(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
         trace.main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_fair_share_on_one_tenant_changes_no_hit_on_the_excerpt(capsys):
+    """The trace is one tenant: with fair share on (the engine's default) every policy hits what it hits off."""
+    reqs = load_trace(EXCERPT)
+    _, second = split_by_time(reqs)
+    pool = int(cache_bounds.distinct_blocks(reqs) * 0.1)
+    for policy in EVICTION_POLICIES:
+        assert trace.replay(reqs, second, policy, pool, fair=True) == trace.replay(reqs, second, policy, pool), policy
+    argv = ["--trace", str(EXCERPT), "--simulate", "--pool-fractions", "0.1", "--policies", "lru", "--json"]
+    for setting in ("on", "off"):
+        assert trace.main([*argv, "--tenant-cache-fairness", setting]) == 0
+        assert json.loads(capsys.readouterr().out)["traces"][str(EXCERPT)]["tenant_cache_fairness"] is (setting == "on")

@@ -4,9 +4,17 @@ at its share of the pin budget. Clocks are injected; nothing is timed."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
 from radixgate.bench.retention import CacheSim, noisy_neighbour
+from radixgate.engine.config import EngineConfig
+from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
 from radixgate.engine.kvcache.radix_cache import RadixCache
+from radixgate.engine.kvcache.slot_table import SlotTable
 from radixgate.engine.kvcache.tenant_share import TenantShares
+from radixgate.engine.scheduler.cache_manager import CacheManager
 
 
 class Clock:
@@ -78,3 +86,52 @@ def test_the_noisy_neighbour_bench_shows_the_loss_and_the_fix() -> None:
     off = noisy_neighbour(fairness=False, with_b=True, cycles=4)
     on = noisy_neighbour(fairness=True, with_b=True, cycles=4)
     assert off < alone - 0.3 and abs(on - alone) <= 0.10
+
+
+def _cached_keys(cache: RadixCache, ns: object = None) -> set[tuple[int, ...]]:
+    """Every device prefix the tree holds (root to each node), as token tuples."""
+    out, stack = set(), [(cache.root(ns), ())]
+    while stack:
+        node, prefix = stack.pop()
+        for child in node.children.values():
+            if child.device_slots is not None:
+                out.add(prefix + tuple(child.key))
+                stack.append((child, prefix + tuple(child.key)))
+    return out
+
+
+@pytest.mark.parametrize("policy", EVICTION_POLICIES)
+def test_with_one_tenant_fair_share_evicts_what_policy_order_evicts(policy: str) -> None:
+    """An untenanted server is one namespace: with fair share on it keeps exactly what it keeps off,
+    also once its one tenant has been quiet past the active window."""
+    rng = random.Random(7)
+    plain = RadixCache(1, lambda slots: None, policy)
+    clock = Clock()
+    shares = TenantShares(64, window_s=10.0, clock=clock)
+    fair = RadixCache(1, lambda slots: None, policy)
+    fair.fair = shares
+    shared = [[rng.randrange(1000) for _ in range(rng.randrange(2, 10))] for _ in range(6)]
+    freed = {id(plain): 0, id(fair): 0}
+    for step in range(300):
+        key = rng.choice(shared) + [rng.randrange(1000) for _ in range(rng.randrange(0, 6))]
+        clock.now = 0.0 if step < 150 else 100.0  # past the 10 s window: the tenant is inactive when evicting
+        for cache in (plain, fair):
+            slots, _ = cache.match_prefix(key)
+            cache.insert(key, [*slots, *range(len(slots), len(key))])
+            if cache.evictable_size > 40:
+                freed[id(cache)] += cache.evict(cache.evictable_size - 40)
+        if step < 150:
+            shares.seen(None)
+        assert _cached_keys(fair) == _cached_keys(plain), step
+        assert fair.evictable_size == plain.evictable_size
+    assert freed[id(plain)] == freed[id(fair)] > 500  # both evicted, the same tokens
+    assert shares.num_fair_evictions > 0  # and the inactive tenant's leaves went by the fair path
+
+
+def test_fair_share_is_on_in_a_default_engine() -> None:
+    config = EngineConfig(max_total_tokens=256)
+    manager = CacheManager.from_config(config, 256, SlotTable(2, 64, "cpu"), None)
+    assert config.tenant_cache_fairness and manager.radix_cache is not None
+    assert manager.radix_cache.fair is manager.shares
+    off = CacheManager.from_config(EngineConfig(tenant_cache_fairness=False), 256, SlotTable(2, 64, "cpu"), None)
+    assert off.radix_cache is not None and off.radix_cache.fair is None
