@@ -21,6 +21,7 @@ from .diagnostics.requests import JobDiagnostics, finish
 from .observe.prompt_stats import PromptView, RequestTags, template_of
 from .observe.telemetry import fail_request_span, finish_request_span, start_request_span, with_current_span
 from .state import AppState, request_log
+from .tenancy.auth import tenant_weight
 
 T = TypeVar("T")
 DISCONNECT_POLL_S = 0.25
@@ -83,7 +84,7 @@ async def stream_job(state: AppState, job: Job) -> AsyncGenerator[StreamDelta, N
     """Stream the job's deltas. The last one carries `output`. Closing this generator aborts the
     engine request (its pages are freed); errors become `APIError`."""
     r, sp = job.request, job.request.sampling
-    weight = state.config.tenant_weights.get(job.tenant, 1.0)  # the keys file's weight (fair shares)
+    weight = tenant_weight(job.tenant, state.config.tenant_weights)  # fair shares: the channel's, or the keys file's
     r = r if weight == r.tenant_weight else replace(r, tenant_weight=weight)
     if job.tags.static_prefix_ttl is not None and job.static_tokens > 0:  # pin the SDK's static part
         pin = (job.static_tokens, ttl_seconds(job.tags.static_prefix_ttl, "metadata.static_prefix_ttl"))

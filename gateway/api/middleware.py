@@ -15,7 +15,16 @@ from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..tenancy.auth import SALT_HEADER, TENANT_HEADER, WORKER_ROLE, Authenticator, Identity, Tenant
+from ..tenancy.auth import (
+    SALT_HEADER,
+    TENANT_HEADER,
+    WEIGHT_HEADER,
+    WORKER_ROLE,
+    Authenticator,
+    Identity,
+    Tenant,
+    channel_weight,
+)
 from .errors import COUNTED_ENDPOINTS, APIError
 
 Scope = dict[str, Any]
@@ -114,12 +123,13 @@ class AuthMiddleware:
                 raise APIError(403, f"{path} needs an admin API key", code="permission_denied")
             tenant: str = identity.tenant
             if identity.role == WORKER_ROLE:
-                tenant = Tenant(headers.get(TENANT_HEADER) or identity.tenant, headers.get(SALT_HEADER))
-            elif SALT_HEADER in headers:
+                name, weight = headers.get(TENANT_HEADER) or identity.tenant, channel_weight(headers.get(WEIGHT_HEADER))
+                tenant = Tenant(name, headers.get(SALT_HEADER), weight)
+            elif SALT_HEADER in headers or WEIGHT_HEADER in headers:
+                what, header = ("a cache salt", SALT_HEADER) if SALT_HEADER in headers else ("a weight", WEIGHT_HEADER)
                 raise APIError(
                     403,
-                    "a cache salt is set by the gateway from your API key, never by a client; drop the "
-                    f"'{SALT_HEADER}' header",
+                    f"{what} is set by the gateway from your API key, never by a client; drop the '{header}' header",
                     code="permission_denied",
                 )
         except APIError as error:

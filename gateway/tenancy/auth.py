@@ -3,7 +3,8 @@
 Roles: a `tenant` key reaches its own tenant's data only; an `admin` key also reaches the control
 plane (`/workers`, `/dashboard/data`, `/metrics`, a whole-cache `/flush_cache`). The `worker` role is
 the channel from a front gateway to this server (`--worker-api-key`): only on it may a request name
-the tenant and cache salt it runs under (the front gateway decided them from its own keys).
+the tenant and cache salt it runs under, and the tenant's weight in the cache's fair shares (the
+front gateway decided them from its own keys; `WEIGHT_HEADER`).
 
 An admin key without a tenant of its own runs under the tenant `admin`, so that name is reserved:
 a keys file that gives it to a tenant is refused at load (the tenant would share the admin keys'
@@ -27,6 +28,7 @@ ADMIN_TENANT = "admin"  # the namespace of admin keys that have no tenant
 RESERVED_TENANTS = frozenset({ADMIN_TENANT})
 SALT_HEADER = "x-radixgate-cache-salt"
 TENANT_HEADER = "x-radixgate-tenant"
+WEIGHT_HEADER = "x-radixgate-tenant-weight"  # the tenant's keys-file weight, on the worker channel only
 
 
 @dataclass(frozen=True)
@@ -98,14 +100,34 @@ def _digest(key: str) -> bytes:
 
 
 class Tenant(str):
-    """A tenant name that carries the cache salt its channel decided."""
+    """A tenant name that carries the cache salt, and the weight, its channel decided."""
 
     cache_salt: str | None
+    weight: float | None  # None: the channel named none (this server's keys file decides)
 
-    def __new__(cls, name: str, cache_salt: str | None) -> Tenant:
+    def __new__(cls, name: str, cache_salt: str | None, weight: float | None = None) -> Tenant:
         tenant = super().__new__(cls, name)
         tenant.cache_salt = cache_salt
+        tenant.weight = weight
         return tenant
+
+
+def channel_weight(value: str | None) -> float | None:
+    """The `WEIGHT_HEADER` a front gateway sent (None if it sent none); a bad one is a 400."""
+    if value is None:
+        return None
+    try:
+        return _weight(value, WEIGHT_HEADER)
+    except ValueError as error:
+        raise APIError(400, str(error), param=WEIGHT_HEADER) from error
+
+
+def tenant_weight(tenant: str, weights: Mapping[str, float]) -> float:
+    """The tenant's weight in the cache's fair shares: what the worker channel carried, else this
+    server's keys file (`weights`), else 1."""
+    if isinstance(tenant, Tenant) and tenant.weight is not None:
+        return tenant.weight
+    return weights.get(tenant, 1.0)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@ A radixgate worker is a full engine: it gets every `SamplingParams` field throug
 `/generate` encoding and declares nothing unsupported. An OpenAI-compatible worker is sent the
 fields OpenAI's and vLLM's completions both take, and declares the rest in `unsupported_fields`.
 
-A radixgate worker gets the tenant's cache salt in a header on the worker channel (the shared
-`--worker-api-key`); it refuses that header from anyone else. A `vllm+http://` worker gets it as
-vLLM's `cache_salt` body field; a plain `openai+http://` worker has no salt, so the pool refuses
-it tenant-salted requests unless `--allow-unsalted-workers`.
+A radixgate worker gets the tenant's cache salt, and on `/generate` its weight in the cache's fair
+shares, in headers on the worker channel (the shared `--worker-api-key`); it refuses them from anyone
+else. A `vllm+http://` worker gets the salt as vLLM's `cache_salt` body field; a plain
+`openai+http://` worker has no salt, so the pool refuses it tenant-salted requests unless
+`--allow-unsalted-workers`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateOutput, Generate
 
 from ..api.errors import APIError
 from ..observe.telemetry import trace_headers
-from ..tenancy.auth import SALT_HEADER
+from ..tenancy.auth import SALT_HEADER, WEIGHT_HEADER
 
 CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 2.0
@@ -126,10 +127,12 @@ class HTTPWorker:
     def supports_salt(self) -> bool:
         return self.kind == "vllm" or (self.kind == "radixgate" and self.api_key is not None)
 
-    def _headers(self, cache_salt: str | None = None) -> dict[str, str]:
+    def _headers(self, cache_salt: str | None = None, tenant_weight: float | None = None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if cache_salt is not None and self.kind == "radixgate" and self.api_key:
             headers[SALT_HEADER] = cache_salt
+            if tenant_weight is not None:  # the tenant's weight in the worker's fair shares
+                headers[WEIGHT_HEADER] = repr(float(tenant_weight))
         return headers
 
     @property
@@ -144,10 +147,13 @@ class HTTPWorker:
             await self._client.aclose()
             self._client = None
 
-    async def _open(self, path: str, body: dict[str, Any], cache_salt: str | None) -> httpx.Response:
+    async def _open(
+        self, path: str, body: dict[str, Any], cache_salt: str | None, tenant_weight: float | None = None
+    ) -> httpx.Response:
         """Send the request and check its status; raises before any token is streamed."""
         try:
-            headers = trace_headers(self._headers(cache_salt))  # the request span is current: the worker joins it
+            # the request span is current: the worker joins it
+            headers = trace_headers(self._headers(cache_salt, tenant_weight))
             request = self.client.build_request("POST", path, json=body, headers=headers)
             response = await self.client.send(request, stream=True)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # never sent
@@ -203,7 +209,7 @@ class RadixgateWorker(HTTPWorker):
         return {"input_ids": request.input_ids, "rid": request.rid, "stream": True, **request.sampling.to_native()}
 
     async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
-        response = await self._open("/generate", self.body(request), request.cache_salt)
+        response = await self._open("/generate", self.body(request), request.cache_salt, request.tenant_weight)
         ids: list[int] = []
         text = ""
         num_logprobs = 0
