@@ -1,7 +1,7 @@
 """`radixgate bench pd-transfer`: how fast the disaggregation backends move KV, against the plain
 copy of the same bytes, in one run.
 
-- TCP: the KV as the prefill side sends it (chunk headers, CRC-32 per chunk, checked on arrival)
+- TCP: the KV as the prefill side sends it (chunk headers, an XXH3 checksum per chunk, checked on arrival)
   over a loopback connection, against a plain `sendall` / `recv_into` of the same bytes.
 - shm: the chunks copied into the receiver's shared-memory segment and checked there, against one
   `memcpy` (torch `copy_`) of the same bytes.

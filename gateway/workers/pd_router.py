@@ -30,7 +30,7 @@ from radixgate.engine.protocol import Bootstrap, GenerateRequest, StreamDelta
 from ..api.errors import APIError
 from .member import Member
 from .pool import DEFAULT_CAPACITY_TOKENS, WorkerPool
-from .remote import RadixgateWorker, WorkerUnavailable, is_down, parse_worker_url
+from .remote import RadixgateWorker, WorkerUnavailable, failed_on, is_down, parse_worker_url
 from .router import BLOCK_TOKENS, Candidate, PrefixIndex, block_hashes
 
 DEFAULT_BOOTSTRAP_PORT = 8998  # SGLang's --disaggregation-bootstrap-port default
@@ -277,6 +277,12 @@ class PDRouter(_Pool):
             member.last_error = str(exc)
             if is_down(exc) or _broke(exc):
                 member.is_healthy = False
+            worker = f"decode worker {member.worker_id} ({member.url})"
+            if isinstance(exc, WorkerUnavailable):  # what the routes answer for a worker that would not take it
+                message = f"{worker} could not take the request: {exc}"
+                raise APIError(503, message, code="no_worker_available", type="server_error") from exc
+            if isinstance(exc, RuntimeError):
+                raise failed_on(worker, exc) from exc
             raise
         finally:
             member.candidate.num_requests -= 1
@@ -332,18 +338,21 @@ class PDRouter(_Pool):
                 step = asyncio.ensure_future(decode.__anext__())
                 if not prefill.done():
                     await asyncio.wait({step, prefill}, return_when=asyncio.FIRST_COMPLETED)
-                if not step.done() and prefill.exception() is not None:
+                # Once a token came, the decode side holds all it needs: a late prefill failure is moot.
+                if not started and not step.done() and prefill.exception() is not None:
                     failed = prefill.exception()
-                    if not started and _broke(failed):  # the decode side fails too once its transfer
-                        await asyncio.wait({step}, timeout=RELEASE_WAIT_S)  # breaks: let it let go
+                    if _broke(failed):  # the decode side fails too once its transfer breaks: let it let go
+                        await asyncio.wait({step}, timeout=RELEASE_WAIT_S)
                     step.cancel()  # still waiting (a refusal): closing its stream releases its pages
                     done = await asyncio.gather(step, return_exceptions=True)
                     decode_exc = done[0] if isinstance(done[0], Exception) else None
-                    if not started and _retryable(failed, decode_exc):
+                    if _retryable(failed, decode_exc):
                         raise PrefillFailed(f"the prefill worker {member.url} failed: {failed}")
                     if isinstance(failed, ValueError):
                         raise failed  # the prefill worker rejected the request: the client's to fix
-                    raise RuntimeError(f"the prefill worker {member.url} failed: {failed}")
+                    raise APIError(
+                        503, f"the prefill worker {member.url} failed: {failed}", code="kv_transfer_failed"
+                    ) from failed
                 try:
                     delta = await step
                 except StopAsyncIteration:
