@@ -9,8 +9,10 @@ recorded commits. Labels are in `tests/linter/realworld/labels_*.jsonl` (see the
 
 A finding is matched to the labeled site whose line span holds it (the narrowest one). Precision: findings
 at `breaker` sites over all findings at labeled sites (findings at no labeled site are listed as
-unlabeled). Recall: `breaker` sites with a finding over all `breaker` sites. The `before` row is computed
-from the findings recorded with the labels, before the rules changed.
+unlabeled). Recall: `breaker` sites with a finding over all `breaker` sites; weighted recall (`weights`)
+counts each sampled site as the `pool / sampled` sites of the stratum it was drawn from (`pools.jsonl`). The
+`before` rows are computed from the findings recorded with the labels, before the rules changed, for every
+batch and half whose labels hold all of that time's findings.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from radixgate.bench import lint_realworld_batch
+from radixgate.bench.lint_realworld_pool import sites_of
 from radixgate.bench.lint_realworld_sites import attach_refs
 from radixgate.bench.lint_realworld_strata import in_keys
 from radixgate.linter.runner import lint_paths
@@ -46,6 +49,7 @@ class Row(NamedTuple):
     caught: int
     weighted_breakers: float = 0.0
     weighted_caught: float = 0.0
+    pool_recall: float = float("nan")  # weighted recall with only the sampled sites the pool script enumerates
 
     @property
     def precision(self) -> float:
@@ -61,11 +65,15 @@ class Row(NamedTuple):
         return self.weighted_caught / self.weighted_breakers if self.weighted_breakers else float("nan")
 
 
-def weights(labels: list[dict], pools: list[dict] = (), split: dict[str, str] | None = None) -> dict[int, float]:
+def weights(
+    labels: list[dict], pools: list[dict] = (), split: dict[str, str] | None = None, in_pool: set[int] | None = None
+) -> dict[int, float]:
     """A label's weight for recall: a sampled site stands for `pool / sampled` sites of the stratum it was drawn
     from, `sampled` being the labels of that stratum here, every other label (a census of findings) for one.
     A stratum is a row of `pools.jsonl` (batch, half, the label fields that mark its sample, or its listed
-    `members`); a site label of no row that records its own `pool` (batch 3) is weighed the same way."""
+    `members`); a site label of no row that records its own `pool` (batch 3) is weighed the same way.
+    With `in_pool` (ids of the labels at a site the pool script enumerates), a sampled label outside it weighs
+    0 and `sampled` counts only those inside: recall over the pool's own sites, as batch 3 samples them."""
     split = split or {}
     members = [{tuple(m) for m in row.get("members", [])} for row in pools]
 
@@ -79,11 +87,30 @@ def weights(labels: list[dict], pools: list[dict] = (), split: dict[str, str] | 
         return None
 
     of = {id(lab): stratum(lab) for lab in labels}
+    dropped = {i for i, key in of.items() if key is not None and in_pool is not None and i not in in_pool}
+    of = {i: (None if i in dropped else key) for i, key in of.items()}
     sampled: dict[tuple, int] = defaultdict(int)
     for key in of.values():
         if key is not None:
             sampled[key] += 1
-    return {i: key[2] / sampled[key] if key is not None else 1.0 for i, key in of.items()}
+    weight = {i: key[2] / sampled[key] if key is not None else 1.0 for i, key in of.items()}
+    return weight | {i: 0.0 for i in dropped}
+
+
+def pool_labels(sources: Path, labels: list[dict]) -> set[int]:
+    """Ids of the site labels whose first line starts a site of `lint_realworld_pool` in their file."""
+    starts: dict[tuple[str, str], set[int]] = {}
+    for lab in labels:
+        key = (lab["repo"], lab["path"])
+        if lab.get("kind") == "site" and key not in starts:
+            try:
+                source = (sources / folder(lab["repo"]) / lab["path"]).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                source = ""
+            starts[key] = {site.line for site in sites_of(lab["path"], source)}
+    return {
+        id(lab) for lab in labels if lab.get("kind") == "site" and lab["line"] in starts[(lab["repo"], lab["path"])]
+    }
 
 
 def read_pools(data: Path = DATA) -> list[dict]:
@@ -213,12 +240,13 @@ def before_findings(labels: list[dict]) -> list[dict]:
 
 def table(rows: list[Row]) -> str:
     head = f"{'half':<20}{'repos':>6}{'files':>7}{'findings':>9}{'TP':>5}{'FP':>5}{'unlab.':>7}"
-    head += f"{'precision':>10}{'breakers':>9}{'caught':>7}{'recall':>8}{'w.recall':>9}"
+    head += f"{'precision':>10}{'breakers':>9}{'caught':>7}{'recall':>8}{'w.recall':>9}{'w.pool':>8}"
     out = [head]
     for r in rows:
         out.append(
             f"{r.name:<20}{r.repos:>6}{r.files:>7}{r.findings:>9}{r.tp:>5}{r.fp:>5}{r.unlabeled:>7}"
             f"{r.precision:>10.2f}{r.breakers:>9}{r.caught:>7}{r.recall:>8.2f}{r.weighted_recall:>9.2f}"
+            f"{r.pool_recall:>8.2f}"
         )
     return "\n".join(out) + "\n"
 
@@ -273,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     labels = {"test": read_jsonl(args.data / "labels_test.jsonl"), "dev": read_jsonl(args.data / "labels_dev.jsonl")}
     after_labels = read_jsonl(args.data / "labels_test_after.jsonl")
     attach_refs(args.sources, labels["test"] + after_labels + labels["dev"])
-    weight = weights(labels["test"] + labels["dev"], read_pools(args.data), split)
+    everything, pools = labels["test"] + labels["dev"], read_pools(args.data)
+    weight = weights(everything, pools, split)
+    weight_pool = weights(everything, pools, split, pool_labels(args.sources, everything))
     halves = [h for h in ("test", "dev") if args.half in ("both", h)]
     started = time.perf_counter()
     found: dict[str, list[dict]] = {}
@@ -300,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs.insert(0, ("before", before_findings(mine), mine))
             for when, findings, labs in runs:
                 row, missed = score(f"{tag} {half}, {when}", repos, n_files, findings, labs, weight)
-                rows.append(row)
+                pool_row, _ = score(row.name, repos, n_files, findings, labs, weight_pool)
+                rows.append(row._replace(pool_recall=pool_row.weighted_recall))
                 per_rule.append((row.name, findings, labs, repos))
                 if when == "now":
                     unlabeled[half] = missed

@@ -41,6 +41,13 @@ def test_sampled_unflagged_breakers_weigh_pool_over_sample_and_the_census_one() 
     # A breaker of the sample caught by a finding counts with its weight on both sides.
     row, _ = score("t", ["o/r"], 1, [_finding(1), _finding(10)], labels, weight)
     assert row.weighted_recall == pytest.approx(11 / 12)
+    # Only the sampled sites the pool script also enumerates (here all but the breaker at line 10): those 3
+    # stand for the pool of 40, the other weighs nothing.
+    in_pool = {id(lab) for lab in labels if lab["line"] != 10}
+    weight = weights(labels, pools, {"o/r": "test"}, in_pool)
+    assert [weight[id(lab)] for lab in labels[3:]] == [0.0, *[pytest.approx(40 / 3)] * 3]
+    row, _ = score("t", ["o/r"], 1, [_finding(1)], labels, weight)
+    assert row.weighted_recall == pytest.approx(1 / 2)
 
 
 def test_post_stratified_members_and_a_labels_own_pool() -> None:
