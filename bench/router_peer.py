@@ -6,7 +6,8 @@ family (`router_presets.py`) through every router in front of the same local wor
     radixgate bench router --preset mooncake-conv-2000 --trace conversation_trace.jsonl --against sglang-router
 
 Live, it starts the preset's N `radixgate serve` workers (127.0.0.1, free ports, the tiny model, pools
-from the preset) and runs the workload, the workers' caches flushed before each run, through:
+from the preset), warms each worker up with a few untimed requests, and runs the workload, the
+workers' caches flushed before each run, through:
 round robin, least load and radixgate's `cache_aware` with the workers' KV events off (the router
 guesses what each holds), then, on workers restarted with KV events on, radixgate's `cache_aware`
 (exact) and `sglang-router` 0.3.2 `--policy cache_aware` (its defaults), alternating run for run for
@@ -111,6 +112,14 @@ def _flush(urls: Sequence[str]) -> None:
             if httpx.post(f"{url}/flush_cache", timeout=30).status_code == 200:
                 break
             time.sleep(0.2)
+
+
+def _warm_up(urls: Sequence[str], sessions: Sequence[Sequence[list[dict[str, str]]]], concurrency: int) -> None:
+    """A few sessions straight to each fresh worker, untimed (flushed before every run): a worker's
+    first requests are slow, and the router run first would pay for them."""
+    warm = [s[:1] for s in sessions[:concurrency]]
+    for url in urls:
+        asyncio.run(_drive(url, warm, [0.0] * len(warm), concurrency))
 
 
 class SglRouter:
@@ -228,6 +237,7 @@ def run_live(preset: Preset, workload: Any, prompts: list[list[int]], pool: int,
             for w in workers:
                 w.start()
             urls = [w.base_url for w in workers]
+            _warm_up(urls, workload.sessions, preset.concurrency)
             for _ in range(args.rounds if events else 1):
                 for name in names:
                     if name not in args.routers:

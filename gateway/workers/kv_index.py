@@ -67,6 +67,20 @@ def reachable(endpoint: str, worker_url: str) -> str:
     return f"{scheme}://{host}:{port}"
 
 
+_last_hashes: tuple[Any, list[int]] | None = None  # the last request's chain, shared by every worker's index
+
+
+def _request_hashes(input_ids: Sequence[int], salt: Any, block_size: int, hash_seed: str) -> list[int]:
+    """`block_hashes` of a request, computed once for all the workers a routing decision asks in turn:
+    workers with the same secret, block size and seed announce the same chain. One entry is kept."""
+    global _last_hashes
+    key = (salt, block_size, hash_seed, tuple(input_ids))
+    last = _last_hashes
+    if last is None or last[0] != key:
+        last = _last_hashes = (key, block_hashes(input_ids, salt, block_size, hash_seed))
+    return last[1]
+
+
 class KVEventIndex:
     def __init__(
         self,
@@ -113,7 +127,7 @@ class KVEventIndex:
     def match_tokens(self, input_ids: Sequence[int], cache_salt: str | None) -> int:
         """Tokens of the request's prefix the worker holds: device blocks, then lower tiers at partial credit."""
         salt = cache_salt if cache_salt is None or self.secret is None else self.secret.events_salt(cache_salt)
-        hashes = block_hashes(input_ids, salt, self.block_size, self.events_hash_seed)
+        hashes = _request_hashes(input_ids, salt, self.block_size, self.events_hash_seed)
         device = lower = 0
         with self._lock:
             for h in hashes:

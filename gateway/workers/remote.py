@@ -24,6 +24,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any, ClassVar
 
+import anyio
 import httpx
 
 from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateOutput, GenerateRequest, StreamDelta, TopLogprobs
@@ -34,6 +35,9 @@ from ..tenancy.auth import SALT_HEADER, WEIGHT_HEADER
 
 CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 2.0
+DRAIN_TIMEOUT_S = 1.0  # reading the rest of a body after its last event
+# Connections kept open to each worker: at least as many as requests a gateway has in flight there.
+MAX_CONNECTIONS = 256
 SCHEMES = {"http": "radixgate", "https": "radixgate", "openai+http": "openai", "openai+https": "openai"}
 SCHEMES |= {"vllm+http": "vllm", "vllm+https": "vllm"}
 
@@ -98,8 +102,9 @@ def parse_worker_url(url: str) -> tuple[str, str]:
     return SCHEMES[scheme], f"{scheme.rsplit('+', 1)[-1]}://{rest.rstrip('/')}"
 
 
-async def _sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    async for line in response.aiter_lines():
+async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    """The events of an SSE body up to `data: [DONE]`; `lines` is left where that ended."""
+    async for line in lines:
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()
@@ -109,6 +114,18 @@ async def _sse_events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]
         if "error" in event:
             raise WorkerError(*_error_of(event))
         yield event
+
+
+async def _read_to_end(lines: AsyncIterator[str]) -> None:
+    """Reads what follows the last event (`[DONE]`, the body's end): httpx hands a connection back to
+    its pool only once the body is read, and closes it otherwise, so the next request would open a new
+    one. A body that does not end within `DRAIN_TIMEOUT_S`, or fails, costs only its connection."""
+    with anyio.move_on_after(DRAIN_TIMEOUT_S):
+        try:
+            async for _ in lines:
+                pass
+        except httpx.HTTPError:
+            pass
 
 
 class HTTPWorker:
@@ -139,7 +156,8 @@ class HTTPWorker:
     def client(self) -> httpx.AsyncClient:
         if self._client is None:  # created on first use, in the event loop that serves requests
             timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT_S)
-            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+            limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
+            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits)
         return self._client
 
     async def aclose(self) -> None:
@@ -213,8 +231,9 @@ class RadixgateWorker(HTTPWorker):
         ids: list[int] = []
         text = ""
         num_logprobs = 0
+        lines = response.aiter_lines()
         try:
-            async for event in _sse_events(response):
+            async for event in _sse_events(lines):
                 new_ids, new_text = event["output_ids"][len(ids) :], event["text"][len(text) :]
                 ids, text = list(event["output_ids"]), event["text"]
                 meta = event["meta_info"]
@@ -227,6 +246,7 @@ class RadixgateWorker(HTTPWorker):
                     delta.finished, delta.output = True, _output(request, ids, text, meta)
                 yield delta
                 if delta.finished:
+                    await _read_to_end(lines)
                     return
         except httpx.HTTPError as exc:
             raise RuntimeError(f"worker {self.base_url} failed mid-stream: {type(exc).__name__}: {exc}") from exc
@@ -333,8 +353,9 @@ class OpenAIWorker(HTTPWorker):
     async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
         response = await self._open("/v1/completions", self.body(request), None)
         text, reason, usage = "", None, None
+        lines = response.aiter_lines()
         try:
-            async for event in _sse_events(response):
+            async for event in _sse_events(lines):
                 usage = event.get("usage") or usage
                 for choice in event.get("choices") or []:
                     piece = choice.get("text") or ""
@@ -342,6 +363,7 @@ class OpenAIWorker(HTTPWorker):
                     reason = choice.get("finish_reason") or reason
                     if piece:
                         yield StreamDelta(self._tokenize(piece), piece, False)
+            await _read_to_end(lines)
         except httpx.HTTPError as exc:
             raise RuntimeError(f"worker {self.base_url} failed mid-stream: {type(exc).__name__}: {exc}") from exc
         finally:
