@@ -241,3 +241,27 @@ def test_tenant_salts_survive_the_handoff_and_must_agree(pd):
             decode.generate(21, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY, "tenant-a")
         with pytest.raises(TransferError):
             sent.result(timeout=60)
+
+
+def test_a_cancelled_decode_shuts_its_transfer_and_releases_the_pages(pd):
+    """The router went away while the KV was on the way (or a retry replaced the prefill worker):
+    `cancel` shuts the connection the decode side waits on, so it fails at once (not at its
+    time-out) and frees its reservation."""
+    prefill, decode = pd()
+    decode.timeout_s = 120.0  # a failure below is the cancel's, not the time-out's
+    ids = list(range(4000, 4100))
+    with ThreadPoolExecutor(1) as pool:
+        started = pool.submit(decode.start, 30, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY, None, "cancel-me")
+        registration = prefill.server.wait_room(30, timeout_s=60)  # registered: the KV is awaited
+        try:
+            decode.cancel("cancel-me")
+            with pytest.raises(TransferError) as failed:
+                started.result(timeout=60)
+        finally:
+            registration.sock.close()
+    assert "timed out" not in str(failed.value)
+    decode.engine.check_idle_invariant()
+    decode.cancel("cancel-early")  # cancelled before it connected: refused once it does
+    with pytest.raises(TransferError, match="cancelled"):
+        decode.start(31, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY, None, "cancel-early")
+    decode.engine.check_idle_invariant()
