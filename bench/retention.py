@@ -13,6 +13,8 @@ prefix match, allocation, insertion, pins, fair-share eviction) with the model's
 out: they measure what stays cached, which no forward pass changes, at sizes the tiny model on a
 CPU could not prefill in a bench's time. `--live` runs the noisy-neighbour part against real
 `radixgate serve` processes instead, at small sizes (bench/retention_live.py).
+- `template`: template-aware eviction (lru with a credit from each template's measured reuse)
+  against lru and slru on the router bench's presets, in simulation (bench/retention_template.py).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from radixgate.engine.scheduler.cache_manager import CacheManager
 from radixgate.engine.scheduler.request import Req
 from radixgate.engine.scheduler.scheduler import Scheduler
 
-PARTS = ("priority", "pins", "noisy-neighbour")
+PARTS = ("priority", "pins", "noisy-neighbour", "template")
 CONTEXT = 8192
 
 
@@ -194,7 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         print_noisy_neighbour_live()
         return 0
     for part in args.part or PARTS:
-        {"priority": print_priority, "pins": print_pins, "noisy-neighbour": print_noisy_neighbour}[part]()
+        if part == "template":  # a study on the router bench's presets (bench/retention_template.py)
+            from radixgate.bench.retention_template import print_template_study
+
+            print_template_study()
+        else:
+            {"priority": print_priority, "pins": print_pins, "noisy-neighbour": print_noisy_neighbour}[part]()
         print()
     return 0
 
