@@ -30,10 +30,9 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
 
-from radixgate.engine.kvcache.radix_cache import RadixCache
-
 from .router_presets import PRESETS, REPORTING, TUNING, Preset, build, pool_tokens
 from .router_workload import prompt_ids, template_tokens
+from .trace import PoolTree
 
 HORIZONS = (8, 32, 128, 512)  # H, in requests, tried on the tuning presets
 CANDIDATES = ("template-hits", "template-share", "template-static")
@@ -69,16 +68,11 @@ def preset_requests(preset: Preset, seed: int, tokenizer: Any) -> list[Request]:
 def hit_rate(requests: Sequence[Request], pool: int, policy: str, horizon: int = 0) -> float:
     """Cached / prompt tokens of one tree of `pool` tokens under `policy` (an engine policy, or a
     candidate with its horizon in requests)."""
-    free = [pool]
-
-    def free_slots(slots: Sequence[int]) -> None:
-        free[0] += len(slots)
-
     candidate = policy in CANDIDATES
-    cache = RadixCache(1, free_slots, "lru" if candidate else policy)
+    tree = PoolTree(1, pool, "lru" if candidate else policy)
     if candidate:
-        cache._key = lambda node: node.last_access + node.priority  # lru with credit
-    queried = cached = next_slot = 0
+        tree.cache._key = lambda node: node.last_access + node.priority  # lru with credit
+    queried = cached = 0
     seen: Counter[str] = Counter()
     hits_by_template: Counter[str] = Counter()
     tokens_by_template: Counter[str] = Counter()
@@ -90,28 +84,14 @@ def hit_rate(requests: Sequence[Request], pool: int, policy: str, horizon: int =
         elif policy == "template-share" and recent:
             share = Counter(recent)[template] / len(recent) * len(set(recent))
             credit = int(horizon * TICKS_PER_REQUEST * share)
-        key = ids[:-1]  # the last prompt token is always computed
         static_credit = horizon * TICKS_PER_REQUEST if policy == "template-static" and seen[template] else 0
-        m = cache.match(key, priority=credit)
-        hit = len(m.device_slots)
-        cache.inc_lock_ref(m.node)
-        need = len(key) - hit
-        if need > free[0]:
-            cache.evict(need - free[0])
-        fits = hit + min(need, free[0])
-        free[0] -= fits - hit
-        cache.insert(key[:fits], (*m.device_slots, *range(next_slot, next_slot + fits - hit)), start=m.node,
-                     priority=credit)  # fmt: skip
-        next_slot += fits - hit
-        if static_credit:  # credit the static prefix's nodes alone
-            cache.match(key[: min(static, fits)], priority=static_credit, count_hit=False)
-        cache.dec_lock_ref(m.node)
+        hit = tree.serve(ids[:-1], credit, (static, static_credit))  # the last prompt token is always computed
         queried, cached = queried + len(ids), cached + hit
         seen[template] += 1
         hits_by_template[template] += hit
         tokens_by_template[template] += len(ids)
         recent.append(template)
-    assert free[0] + cache.evictable_size == pool and cache.protected_size == 0, "pool leaked"
+    tree.check()
     return cached / max(queried, 1)
 
 

@@ -44,6 +44,42 @@ def block_tokens(block_id: int, size: int) -> tuple[int, ...]:
     return tuple(((block_id * size + i) * _HASH) % 2**31 for i in range(size))
 
 
+class PoolTree:
+    """A RadixCache over a pool of `capacity` slots, serving one request at a time as the engine's
+    cache manager does: match and lock its prefix, evict until its other tokens fit, insert its
+    tokens (a request larger than the pool caches what fits), unlock."""
+
+    def __init__(self, page: int, capacity: int, policy: str) -> None:
+        self.capacity, self.free, self.next_slot = capacity, capacity, 0
+        self.cache = RadixCache(page, self._free_slots, policy)
+
+    def _free_slots(self, slots: Sequence[int]) -> None:
+        self.free += len(slots)
+
+    def serve(self, key: Sequence[int], priority: int = 0, credit: tuple[int, int] | None = None) -> int:
+        """Tokens of `key` found cached. `priority` goes to the nodes it matches and inserts;
+        `credit` (tokens, priority) raises that of the nodes of its first `tokens` alone."""
+        m = self.cache.match(key, priority=priority)
+        hit = len(m.device_slots)
+        self.cache.inc_lock_ref(m.node)
+        need = len(key) - hit
+        if need > self.free:
+            self.cache.evict(need - self.free)
+        fits = hit + min(need, self.free)
+        self.free -= fits - hit
+        slots = (*m.device_slots, *range(self.next_slot, self.next_slot + fits - hit))
+        self.cache.insert(key[:fits], slots, start=m.node, priority=priority)
+        self.next_slot += fits - hit
+        if credit is not None and credit[1]:
+            self.cache.match(key[: min(credit[0], fits)], priority=credit[1], count_hit=False)
+        self.cache.dec_lock_ref(m.node)
+        return hit
+
+    def check(self) -> None:
+        assert self.free + self.cache.evictable_size == self.capacity, "pool leaked"
+        assert self.cache.protected_size == 0, "a request's lock was left"
+
+
 def replay(
     requests: Sequence[TraceRequest],
     counted: Sequence[bool],
@@ -54,16 +90,10 @@ def replay(
 ) -> tuple[int, int]:
     """(blocks hit, blocks counted) through a RadixCache of `pool_blocks` blocks under `policy`;
     `fair`: with tenant fair share on, as the engine sets it (the trace is one tenant)."""
-    free = [pool_blocks * size]
-
-    def free_slots(slots: Sequence[int]) -> None:
-        free[0] += len(slots)
-
-    cache = RadixCache(size, free_slots, policy)
+    tree = PoolTree(size, pool_blocks * size, policy)
     shares = TenantShares(pool_blocks * size) if fair else None
-    cache.fair = shares
+    tree.cache.fair = shares
     tokens: dict[int, tuple[int, ...]] = {}
-    next_slot = 0
     hits = total = 0
     for request, count in zip(requests, counted, strict=True):
         key: list[int] = []
@@ -74,19 +104,10 @@ def replay(
             key += block
         if shares is not None:
             shares.seen(None)  # the trace's one tenant (the tree's default namespace) is active
-        slots, node = cache.match_prefix(key)
+        hit = tree.serve(key)
         if count:
-            hits, total = hits + len(slots) // size, total + len(request.hash_ids)
-        cache.inc_lock_ref(node)
-        need = len(key) - len(slots)
-        if need > free[0]:
-            cache.evict(need - free[0])
-        fits = len(slots) + min(need, free[0])  # a request larger than the pool caches what fits
-        free[0] -= fits - len(slots)
-        cache.insert(key[:fits], (*slots, *range(next_slot, next_slot + fits - len(slots))), start=node)
-        next_slot += fits - len(slots)
-        cache.dec_lock_ref(node)
-    assert free[0] + cache.evictable_size == pool_blocks * size and cache.protected_size == 0, "pool leaked"
+            hits, total = hits + hit // size, total + len(request.hash_ids)
+    tree.check()
     return hits, total
 
 
