@@ -27,17 +27,17 @@ from typing import Any, ClassVar
 import anyio
 import httpx
 
-from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateOutput, GenerateRequest, StreamDelta, TopLogprobs
+from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateOutput, GenerateRequest, StreamDelta
 
 from ..api.errors import APIError
 from ..observe.telemetry import trace_headers
 from ..tenancy.auth import SALT_HEADER, WEIGHT_HEADER
+from .native_output import native_output, output_logprobs
 
 CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 2.0
 DRAIN_TIMEOUT_S = 1.0  # reading the rest of a body after its last event
-# Connections kept open to each worker: at least as many as requests a gateway has in flight there.
-MAX_CONNECTIONS = 256
+MAX_CONNECTIONS = 256  # kept open to each worker: more than a gateway has in flight there
 SCHEMES = {"http": "radixgate", "https": "radixgate", "openai+http": "openai", "openai+https": "openai"}
 SCHEMES |= {"vllm+http": "vllm", "vllm+https": "vllm"}
 
@@ -103,7 +103,6 @@ def parse_worker_url(url: str) -> tuple[str, str]:
 
 
 async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
-    """The events of an SSE body up to `data: [DONE]`; `lines` is left where that ended."""
     async for line in lines:
         if not line.startswith("data:"):
             continue
@@ -117,9 +116,8 @@ async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]
 
 
 async def _read_to_end(lines: AsyncIterator[str]) -> None:
-    """Reads what follows the last event (`[DONE]`, the body's end): httpx hands a connection back to
-    its pool only once the body is read, and closes it otherwise, so the next request would open a new
-    one. A body that does not end within `DRAIN_TIMEOUT_S`, or fails, costs only its connection."""
+    """Reads what `_sse_events` left (`[DONE]`, the body's end): httpx pools a connection only once
+    its body is read (else closes it). A body not ended within `DRAIN_TIMEOUT_S` costs its connection."""
     with anyio.move_on_after(DRAIN_TIMEOUT_S):
         try:
             async for _ in lines:
@@ -239,11 +237,11 @@ class RadixgateWorker(HTTPWorker):
                 meta = event["meta_info"]
                 delta = StreamDelta(new_ids, new_text, False)
                 if request.sampling.return_logprob and meta.get("output_token_logprobs") is not None:
-                    values, tops = _values(meta["output_token_logprobs"]), _tops(meta.get("output_top_logprobs"))
+                    values, tops = output_logprobs(meta)
                     delta.token_logprobs, delta.top_logprobs = values[num_logprobs:], tops[num_logprobs:]
                     num_logprobs = len(values)
                 if meta.get("finish_reason") is not None:
-                    delta.finished, delta.output = True, _output(request, ids, text, meta)
+                    delta.finished, delta.output = True, native_output(request, ids, text, meta)
                 yield delta
                 if delta.finished:
                     await _read_to_end(lines)
@@ -391,31 +389,6 @@ class OpenAIWorker(HTTPWorker):
 
     def check_idle_invariant(self) -> None:
         """A foreign server's pages are its own business."""
-
-
-def _values(triples: list[list[Any]]) -> list[Any]:
-    """SGLang's `[logprob, token_id, text]` entries to the logprobs alone."""
-    return [entry[0] for entry in triples]
-
-
-def _tops(lists: list[list[list[Any]] | None] | None) -> list[Any]:
-    """SGLang's per-position top lists to `(token id, logprob)` pairs (None where a position has none)."""
-    return [None if top is None else [(entry[1], entry[0]) for entry in top] for top in lists or ()]
-
-
-def _output(request: GenerateRequest, ids: list[int], text: str, meta: dict[str, Any]) -> GenerateOutput:
-    """The final result from SGLang's last `meta_info`, logprobs included when they were asked for."""
-    out = GenerateOutput(
-        request.rid, ids, text, meta["prompt_tokens"], meta["cached_tokens"], meta["finish_reason"]["type"]
-    )
-    out.cache_pins = list(meta.get("cache_pins") or [])  # what became of each asked pin
-    if request.sampling.return_logprob and meta.get("output_token_logprobs") is not None:
-        out.output_token_logprobs = _values(meta["output_token_logprobs"])
-        out.output_top_logprobs = _tops(meta.get("output_top_logprobs"))
-        out.input_token_logprobs = _values(meta.get("input_token_logprobs") or [])
-        prompt_tops: list[TopLogprobs | None] = _tops(meta.get("input_top_logprobs"))
-        out.input_top_logprobs = prompt_tops
-    return out
 
 
 def make_remote_worker(
