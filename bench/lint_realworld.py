@@ -66,7 +66,10 @@ class Row(NamedTuple):
 
 
 def weights(
-    labels: list[dict], pools: list[dict] = (), split: dict[str, str] | None = None, in_pool: set[int] | None = None
+    labels: list[dict],
+    pools: list[dict] | None = None,
+    split: dict[str, str] | None = None,
+    in_pool: set[int] | None = None,
 ) -> dict[int, float]:
     """A label's weight for recall: a sampled site stands for `pool / sampled` sites of the stratum it was drawn
     from, `sampled` being the labels of that stratum here, every other label (a census of findings) for one.
@@ -74,7 +77,7 @@ def weights(
     `members`); a site label of no row that records its own `pool` (batch 3) is weighed the same way.
     With `in_pool` (ids of the labels at a site the pool script enumerates), a sampled label outside it weighs
     0 and `sampled` counts only those inside: recall over the pool's own sites, as batch 3 samples them."""
-    split = split or {}
+    pools, split = pools or [], split or {}
     members = [{tuple(m) for m in row.get("members", [])} for row in pools]
 
     def stratum(lab: dict) -> tuple | None:
