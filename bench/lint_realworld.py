@@ -27,10 +27,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import NamedTuple
 
-from radixgate.bench import lint_realworld_batch
+from radixgate.bench import lint_realworld_batch, lint_realworld_strata
 from radixgate.bench.lint_realworld_pool import sites_of
 from radixgate.bench.lint_realworld_sites import attach_refs
-from radixgate.bench.lint_realworld_strata import in_keys
 from radixgate.linter.runner import lint_paths
 from radixgate.linter.settings import Settings
 
@@ -83,7 +82,9 @@ def weights(
     def stratum(lab: dict) -> tuple | None:
         for i, row in enumerate(pools):
             if row["batch"] == lab.get("batch", 1) and row["split"] == split.get(lab["repo"]):
-                if in_keys(lab, row["keys"]) or any((k, v) in members[i] for k, v in lab.items() if isinstance(v, int)):
+                if lint_realworld_strata.in_keys(lab, row["keys"]) or any(
+                    (k, v) in members[i] for k, v in lab.items() if isinstance(v, int)
+                ):
                     return ("row", i, row["pool"])
         if lab.get("kind") == "site" and "pool" in lab:
             return ("label", lab.get("batch"), lab["pool"])
@@ -280,7 +281,14 @@ def main(argv: list[str] | None = None) -> int:
         "--batch", type=int, action="append", help="only this batch (repeatable; batch 3 alone needs only its sources)"
     )
     parser.add_argument("--rules", action="store_true", help="precision per rule (always printed now)")
+    parser.add_argument("--rules-at", metavar="COMMIT", help="lint with the rules of COMMIT instead of today's")
+    parser.add_argument("--now-name", default="now", help="name of the rows linted with the current rules")
     args = parser.parse_args(argv)
+    if args.rules_at:
+        given = list(sys.argv[1:] if argv is None else argv)
+        rest = [a for i, a in enumerate(given) if a != "--rules-at" and (i == 0 or given[i - 1] != "--rules-at")]
+        rest = [a for a in rest if not a.startswith("--rules-at=")]
+        return lint_realworld_strata.bench_at(args.rules_at, [*rest, "--now-name", args.rules_at])
     if args.sources is None:
         print("error: pass --sources DIR (or set RADIXGATE_REALWORLD_SOURCES)", file=sys.stderr)
         return 2
@@ -326,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             n_files += sum(row["files"] for row in whole if row["split"] == half and row["batch"] in members)
             mine = [lab for lab in labels[half] if lab["repo"] in repos]
             now = mine + [dict(lab, recall=False) for lab in after_labels if lab["repo"] in repos and half == "test"]
-            runs = [("now", [f for f in found[half] if f["repo"] in repos], now)]
+            runs = [(args.now_name, [f for f in found[half] if f["repo"] in repos], now)]
             # "before": the findings recorded with the labels, where the labels hold every finding of that time
             censused = {lab.get("batch", 1) for lab in mine if lab.get("kind") == "finding"}
             if censused and censused >= {batch_of[r] for r in repos}:
@@ -336,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
                 pool_row, _ = score(row.name, repos, n_files, findings, labs, weight_pool)
                 rows.append(row._replace(pool_recall=pool_row.weighted_recall))
                 per_rule.append((row.name, findings, labs, repos))
-                if when == "now":
+                if when != "before":
                     unlabeled[half] = missed
     sys.stdout.write(table(rows))
     sys.stdout.write(rule_table(per_rule))

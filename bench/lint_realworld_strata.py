@@ -50,18 +50,22 @@ STRATA = [
     Stratum(3, "test", ("sample3",), "1702d83", "unflagged", "first 100 unflagged of a random.Random(3003) shuffle"),
 ]
 
-_RUNNER = """
-import importlib.util, json, sys
+# Loads `radixgate.linter` from the folder in argv[1] (that commit's rules) before anything imports today's.
+_INSTALL = """
+import importlib.util, sys
 from pathlib import Path
 import radixgate
-linter, sources = Path(sys.argv[1]), Path(sys.argv[2])
+linter = Path(sys.argv[1])
 spec = importlib.util.spec_from_file_location(
     "radixgate.linter", linter / "__init__.py", submodule_search_locations=[str(linter)])
 module = importlib.util.module_from_spec(spec)
 sys.modules["radixgate.linter"] = module
 spec.loader.exec_module(module)
+"""
+_FINDINGS = """
+import json
 from radixgate.linter.settings import Settings
-out = []
+sources, out = Path(sys.argv[2]), []
 for folder in sys.argv[3:]:
     root = sources / folder
     if (linter / "runner.py").is_file():  # a project at a time, as lint_realworld did from then on
@@ -77,20 +81,30 @@ for folder in sys.argv[3:]:
             out.append({"folder": folder, "path": path, "line": v.row, "code": v.code})
 print(json.dumps(out))
 """
+_BENCH = """
+from radixgate.bench.lint_realworld import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def with_linter_at(commit: str, code: str, args: list[str], capture: bool = True) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter whose `radixgate.linter` is `linter/` at `commit` (exported with
+    `git archive` into a temporary folder, removed afterwards); argv[1] is that folder, then `args`."""
+    with tempfile.TemporaryDirectory(prefix=f"promptlint-{commit}-") as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "linter"], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        command = [sys.executable, "-c", _INSTALL + code, str(Path(tmp) / "linter"), *args]
+        return subprocess.run(command, capture_output=capture, text=True, check=capture)
 
 
 def findings_at(commit: str, sources: Path, folders: list[str]) -> list[dict]:
     """promptlint's findings over `folders` (one project each) with the rules of `commit`."""
-    with tempfile.TemporaryDirectory(prefix=f"promptlint-{commit}-") as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "linter"], capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        done = subprocess.run(
-            [sys.executable, "-c", _RUNNER, str(Path(tmp) / "linter"), str(sources), *folders],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    return json.loads(done.stdout)
+    return json.loads(with_linter_at(commit, _FINDINGS, [str(sources), *folders]).stdout)
+
+
+def bench_at(commit: str, args: list[str]) -> int:
+    """`lint_realworld.main(args)` with the rules of `commit` (one that has `linter/runner.py`)."""
+    return with_linter_at(commit, _BENCH, args, capture=False).returncode
 
 
 def _flagged(folder: str, spans: list[tuple[str, int, int]], lines: dict[tuple[str, str], list[int]]) -> bool:
