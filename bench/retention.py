@@ -187,13 +187,18 @@ def main(argv: list[str] | None = None) -> int:
         help="noisy-neighbour against real `radixgate serve` processes (the tiny model; a few minutes) instead "
         "of the simulation",
     )
+    parser.add_argument(
+        "--live-pool", type=int, default=None, help="with --live: each server's --max-total-tokens (default 2048)"
+    )
     args = parser.parse_args(argv)
+    if args.live_pool is not None and not args.live:
+        parser.error("--live-pool goes with --live")
     if args.live:
         if args.part not in (None, ["noisy-neighbour"]):
             parser.error("--live runs the noisy-neighbour part only: give --part noisy-neighbour or no --part")
-        from radixgate.bench.retention_live import print_noisy_neighbour_live
+        from radixgate.bench.retention_live import LiveSizes, print_noisy_neighbour_live
 
-        print_noisy_neighbour_live()
+        print_noisy_neighbour_live(LiveSizes() if args.live_pool is None else LiveSizes(pool=args.live_pool))
         return 0
     for part in args.part or PARTS:
         if part == "template":  # a study on the router bench's presets (bench/retention_template.py)

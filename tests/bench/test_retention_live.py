@@ -47,3 +47,6 @@ def test_live_runs_the_noisy_neighbour_part_only(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--part", "pins", "--live"])
     assert "--live runs the noisy-neighbour part only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--live-pool", "1024"])
+    assert "--live-pool goes with --live" in capsys.readouterr().err
