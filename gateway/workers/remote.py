@@ -37,7 +37,8 @@ from .native_output import native_output, output_logprobs
 CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 2.0
 DRAIN_TIMEOUT_S = 1.0  # reading the rest of a body after its last event
-MAX_CONNECTIONS = 256  # kept open to each worker: more than a gateway has in flight there
+KEEPALIVE_EXPIRY_S = 1.0  # idle connections dropped before a worker drops them (uvicorn: 5 s): none races a close
+LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_EXPIRY_S)
 SCHEMES = {"http": "radixgate", "https": "radixgate", "openai+http": "openai", "openai+https": "openai"}
 SCHEMES |= {"vllm+http": "vllm", "vllm+https": "vllm"}
 
@@ -154,8 +155,7 @@ class HTTPWorker:
     def client(self) -> httpx.AsyncClient:
         if self._client is None:  # created on first use, in the event loop that serves requests
             timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT_S)
-            limits = httpx.Limits(max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS)
-            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits)
+            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=LIMITS)
         return self._client
 
     async def aclose(self) -> None:

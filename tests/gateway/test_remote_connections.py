@@ -20,7 +20,7 @@ from radixgate.engine.protocol import GenerateRequest, SamplingParams, block_has
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
 from radixgate.gateway.workers.kv_index import _request_hashes
-from radixgate.gateway.workers.remote import RadixgateWorker
+from radixgate.gateway.workers.remote import LIMITS, RadixgateWorker
 from radixgate.gateway.workers.worker import LocalWorker
 
 
@@ -74,6 +74,14 @@ def test_requests_to_a_remote_worker_share_one_connection(worker: LocalWorker, s
     assert len(outputs) == 3 and outputs[0] == outputs[1] == outputs[2] and len(outputs[0]) == 3
     served_now = ports[before:]
     assert len(served_now) == 3 and len(set(served_now)) == 1, served_now
+
+
+def test_an_idle_connection_is_dropped_before_the_worker_drops_it() -> None:
+    """A request sent on a connection as the worker closes it fails as taken (a ReadError, never
+    retried): the front lets an idle connection go well before `radixgate serve`'s uvicorn does."""
+    served_with = uvicorn.Config(create_app)  # `radixgate serve` keeps uvicorn's keep-alive timeout
+    assert LIMITS.keepalive_expiry is not None
+    assert LIMITS.keepalive_expiry <= served_with.timeout_keep_alive / 2
 
 
 def test_one_request_chain_is_shared_by_the_workers_but_never_stale() -> None:
