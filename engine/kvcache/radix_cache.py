@@ -6,8 +6,8 @@ Contract
 - `insert(key, slots, namespace)` stores `key -> slots` and returns how many leading tokens were
   already cached; the tree owns the slots past that point (the caller frees the duplicates before it).
 - `inc_lock_ref(node)` / `dec_lock_ref(node)` protect / release a node and all its ancestors.
-- `evict(num_tokens)` frees unlocked, unpinned leaves in the eviction policy's order (`eviction.py`),
-  tenants above their fair share first when `fair` is set (`tenant_share.py`).
+- `evict(num_tokens, allocating)` frees unlocked, unpinned leaves in the eviction policy's order (`eviction.py`),
+  tenants above their fair share first when `fair` is set (`tenant_share.py`; `allocating`: for whom).
 - Namespaces (a tenant's cache salt) have separate roots and never share nodes; `reset_namespace(ns)`
   drops one of them. `tokens_by_namespace` counts each one's device tokens.
 
@@ -249,13 +249,14 @@ class RadixCache:
     def _is_evictable_leaf(self, node: TreeNode) -> bool:
         return node.lock_ref == 0 and node.pin_ref == 0 and self._is_device_leaf(node)
 
-    def evict(self, num_tokens: int) -> int:
+    def evict(self, num_tokens: int, allocating: tuple[Hashable, int] | None = None) -> int:
         """Frees evictable device leaves, smallest policy key first, until at least num_tokens are
-        freed; returns tokens freed (a leaf the `demote` hook copied to the host stays, host-only)."""
+        freed; returns tokens freed (a leaf the `demote` hook copied to the host stays, host-only).
+        `allocating`: (namespace, tokens) of the request the room is for, when one tenant's."""
         if self.pins is not None:
             self.pins.expire()  # an expired pin is an ordinary node again before anything is taken
         if self.fair is not None:
-            return self.fair.evict(self, num_tokens)  # tenants above their share first
+            return self.fair.evict(self, num_tokens, allocating)  # tenants above their share first
         freed = 0
         while freed < num_tokens and self._heap:
             entry = heapq.heappop(self._heap)

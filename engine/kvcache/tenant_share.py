@@ -9,12 +9,19 @@ the eviction policy's order but sets aside those of tenants at or below their sh
 tenant holds more than its share; when the tenants above their share have nothing evictable left,
 the set-aside leaves go in policy order after all (a request is never refused for fairness). The
 same shares cap each tenant's TTL pins (`pin_cap`: its share of the pin budget).
+
+What a tenant holds, for its share: its device tokens in the tree (`cache.tokens_by_namespace`,
+locked and pinned included), plus its running requests' own pages not yet in the tree
+(`in_flight`, kept up to date by the cache manager), plus, for the tenant the eviction makes room
+for (`allocating`), the tokens it is about to allocate. So a tenant whose requests in flight fill its
+share evicts its own cached leaves for the next one, not another tenant's working set.
 """
 
 from __future__ import annotations
 
 import heapq
 import time
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
@@ -32,6 +39,7 @@ class TenantShares:
         self.last_seen: dict[Hashable, float] = {}
         self.weights: dict[Hashable, float] = {}  # the gateway sets each tenant's weight (default 1)
         self.num_fair_evictions = 0  # leaves taken from a tenant above its share while others waited
+        self.in_flight: Counter[Hashable] = Counter()  # running requests' own tokens not in the tree yet
 
     def seen(self, namespace: Hashable) -> None:
         """A request of `namespace` arrived: it is active for the next window."""
@@ -55,11 +63,17 @@ class TenantShares:
         active = self.active()
         return {ns: int(self.capacity * self.fraction(ns, active)) for ns in active}
 
-    def evict(self, cache: RadixCache, num_tokens: int) -> int:
-        """`cache.evict` with fair shares: leaves of tenants above their share first."""
+    def evict(self, cache: RadixCache, num_tokens: int, allocating: tuple[Hashable, int] | None = None) -> int:
+        """`cache.evict` with fair shares: leaves of tenants above their share first. `allocating` is
+        (namespace, tokens) of the request the room is for, counted toward that tenant's holdings."""
         fair = self.fair_tokens()
-        held = cache.tokens_by_namespace
-        over = {ns for ns, n in held.items() if n > fair.get(ns, 0)}
+        held, in_flight = cache.tokens_by_namespace, self.in_flight
+        incoming = {allocating[0]: allocating[1]} if allocating is not None else {}
+
+        def is_over(ns: Hashable) -> bool:
+            return held[ns] + in_flight[ns] + incoming.get(ns, 0) > fair.get(ns, 0)
+
+        over = {ns for ns, n in held.items() if n and is_over(ns)}
         freed, set_aside = 0, []
         while freed < num_tokens and cache._heap:
             entry = heapq.heappop(cache._heap)
@@ -72,7 +86,7 @@ class TenantShares:
             freed += cache._evict_leaf(entry[2])
             if over:
                 self.num_fair_evictions += 1
-                if held[ns] <= fair.get(ns, 0):
+                if not is_over(ns):
                     over.discard(ns)  # down to its share: no longer first in line
         for entry in set_aside:  # policy order again for the others; evicted from if still short
             heapq.heappush(cache._heap, entry)

@@ -148,12 +148,22 @@ class CacheManager:
         """Pinned tokens no request holds (a pinned prefix in use counts as protected)."""
         return self.radix_cache.pinned_size if self.radix_cache else 0
 
-    def ensure_free_pages(self, num_pages: int) -> bool:
-        """Evicts unlocked cached KV if needed; True when `num_pages` can then be allocated."""
+    def ensure_free_pages(self, num_pages: int, for_req: Req | None = None) -> bool:
+        """Evicts unlocked cached KV if needed; True when `num_pages` can then be allocated. `for_req`:
+        the one request the pages are for, whose tenant's share counts them (None: several requests')."""
         missing = num_pages - self.allocator.num_free_pages
         if missing > 0 and self.radix_cache is not None:
-            self.radix_cache.evict(missing * self.page_size)
+            allocating = None if for_req is None else (for_req.cache_salt, num_pages * self.page_size)
+            self.radix_cache.evict(missing * self.page_size, allocating)
         return self.allocator.can_allocate(num_pages)
+
+    def _set_own_pages(self, req: Req, pages: list[int]) -> None:
+        """Every change to a request's own pages goes here: its tenant's in-flight tokens follow."""
+        in_flight, ns = self.shares.in_flight, req.cache_salt
+        in_flight[ns] += (len(pages) - len(req.own_pages)) * self.page_size
+        if not in_flight[ns]:
+            del in_flight[ns]  # a tenant with nothing running leaves no entry behind
+        req.own_pages = pages
 
     def pages_needed(self, req: Req, num_new_tokens: int) -> int:
         own_tokens = req.num_allocated + num_new_tokens - req.prefix_len
@@ -201,7 +211,7 @@ class CacheManager:
         req.pool_row = self.slot_table.allocate_row()
         req.last_node = hit.node
         req.prefix_len = req.num_allocated = req.num_computed = len(hit.device_slots)
-        req.own_pages = []
+        self._set_own_pages(req, [])
         self.slot_table.write(req.pool_row, 0, hit.device_slots)
         if self.hicache is None:
             return
@@ -234,7 +244,7 @@ class CacheManager:
     def allocate(self, req: Req, num_new_tokens: int) -> None:
         """Gives slots to the next `num_new_tokens` tokens; call ensure_free_pages first."""
         ps = self.page_size
-        req.own_pages += self.allocator.allocate(self.pages_needed(req, num_new_tokens))
+        self._set_own_pages(req, req.own_pages + self.allocator.allocate(self.pages_needed(req, num_new_tokens)))
         start = req.num_allocated - req.prefix_len
         slots = [req.own_pages[q // ps] * ps + q % ps for q in range(start, start + num_new_tokens)]
         self.slot_table.write(req.table_row(), req.num_allocated, slots)
@@ -269,7 +279,7 @@ class CacheManager:
         self.slot_table.write(req.table_row(), req.prefix_len, tree_slots[req.prefix_len : existing])
         self.radix_cache.inc_lock_ref(node)
         self.radix_cache.dec_lock_ref(req.last_node)
-        req.own_pages = req.own_pages[(aligned - req.prefix_len) // ps :]
+        self._set_own_pages(req, req.own_pages[(aligned - req.prefix_len) // ps :])
         req.last_node, req.prefix_len = node, aligned
         if self.hicache is not None:
             self.hicache.on_insert(node)
@@ -296,7 +306,8 @@ class CacheManager:
         else:
             self.allocator.free(req.own_pages)
         self.slot_table.free_row(req.table_row())
-        req.pool_row, req.last_node, req.own_pages = None, None, []
+        self._set_own_pages(req, [])
+        req.pool_row, req.last_node = None, None
         req.prefix_len = req.num_allocated = req.num_computed = 0
 
     def pin_stats(self) -> dict[str, Any]:
@@ -343,6 +354,7 @@ class CacheManager:
         if self.radix_cache is not None:
             locked = [n for n in self.radix_cache.iter_nodes() if n.lock_ref != 0]
             assert not locked, f"{len(locked)} radix nodes still locked while idle"
+            assert not self.shares.in_flight, f"in-flight tokens left while idle: {dict(self.shares.in_flight)}"
             tree = self.radix_cache.evictable_size + self.radix_cache.pinned_size
             assert self.radix_cache.total_size() == tree, "tree size disagrees with evictable + pinned"
         if self.hicache is not None:

@@ -122,7 +122,7 @@ class Scheduler:
         if self.chunked is not None:
             req, self.chunked = self.chunked, None
             n = min(req.num_uncomputed, budget, cfg.chunked_prefill_size)
-            if not cm.ensure_free_pages(cm.pages_needed(req, n)):
+            if not cm.ensure_free_pages(cm.pages_needed(req, n), req):
                 self._retract(req)
                 return None
             budget -= self._extend(req, budget)
@@ -139,7 +139,7 @@ class Scheduler:
                 deferred.append(req)
                 continue
             first_chunk = min(req.num_tokens - hit.num_tokens, budget, cfg.chunked_prefill_size)
-            if not cm.ensure_free_pages(cm.pages_to_admit(hit, first_chunk)):
+            if not cm.ensure_free_pages(cm.pages_to_admit(hit, first_chunk), req):
                 cm.unlock(hit)
                 self.waiting.insert(0, req)
                 break
@@ -164,7 +164,7 @@ class Scheduler:
         if n < req.num_uncomputed:
             n -= n % self.cache_manager.page_size if n > self.cache_manager.page_size else 0
             self.chunked = req
-        ok = self.cache_manager.ensure_free_pages(self.cache_manager.pages_needed(req, n))
+        ok = self.cache_manager.ensure_free_pages(self.cache_manager.pages_needed(req, n), req)
         assert ok, "prefill admitted without pages for its chunk"
         self.cache_manager.allocate(req, n)
         req.extend_len = n

@@ -14,7 +14,9 @@ from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
 from radixgate.engine.kvcache.radix_cache import RadixCache
 from radixgate.engine.kvcache.slot_table import SlotTable
 from radixgate.engine.kvcache.tenant_share import TenantShares
+from radixgate.engine.protocol import SamplingParams
 from radixgate.engine.scheduler.cache_manager import CacheManager
+from radixgate.engine.scheduler.request import Req
 
 
 class Clock:
@@ -135,3 +137,55 @@ def test_fair_share_is_on_in_a_default_engine() -> None:
     assert manager.radix_cache.fair is manager.shares
     off = CacheManager.from_config(EngineConfig(tenant_cache_fairness=False), 256, SlotTable(2, 64, "cpu"), None)
     assert off.radix_cache is not None and off.radix_cache.fair is None
+
+
+def _run_together(sim: CacheSim, prompts: list[tuple[str, list[int]]]) -> list[Req]:
+    """Submits the prompts at once (so they are in flight together) and runs them to their end."""
+    reqs = [Req(f"together-{i}", ids, SamplingParams(max_new_tokens=1), salt) for i, (salt, ids) in enumerate(prompts)]
+    for req in reqs:
+        sim.scheduler.add(req)
+    while any(r.finish_reason is None for r in reqs):
+        batch = sim.scheduler.schedule()
+        assert batch is not None, "the simulated engine stalled"
+        sim.scheduler.process_result(
+            batch, {id(r): 0 for r in batch.reqs if r.num_computed + r.extend_len == r.num_tokens}
+        )
+        for r in batch.reqs:
+            if r.finish_reason is not None:
+                sim.scheduler.remove(r)
+    return reqs
+
+
+@pytest.mark.parametrize("fairness", [True, False])
+def test_a_tenant_whose_requests_in_flight_fill_its_share_evicts_its_own_leaves(fairness: bool) -> None:
+    """The live bench's 1024-token pool at toy size: B's cached prompts are exactly its share (32 of
+    64) and its next two come at once; the second needs room while the first is in flight. Counting
+    B's in-flight and incoming pages toward its share, the room comes from B's own oldest prompt,
+    not from A's working set (older in LRU order, within A's share)."""
+    sim = CacheSim(64, tenant_cache_fairness=fairness)
+    working_set = list(range(0, 16))
+    sim.run(working_set, salt="a")
+    sim.run(list(range(100, 116)), salt="b")
+    sim.run(list(range(200, 216)), salt="b")  # b holds 32 of 64: its share; 16 tokens free
+    _run_together(sim, [("b", list(range(300, 316))), ("b", list(range(400, 416)))])
+    assert sim.cache_manager.shares.in_flight == {}  # nothing running: no in-flight tokens left
+    sim.cache_manager.check_idle_invariant()
+    again = sim.run(working_set, salt="a")
+    assert again.cached_tokens == (15 if fairness else 0)  # all but the last token, computed to sample from
+    cache = sim.cache_manager.radix_cache
+    assert cache is not None and cache.tokens_by_namespace["b"] == (32 if fairness else 48)  # on: back to its share
+
+
+def test_the_tokens_a_tenant_is_about_to_allocate_count_toward_its_share() -> None:
+    """Nothing in flight, the pool full, each tenant at its share (32 of 64): B's next prompt needs
+    room, and the 16 tokens it is about to allocate put B above its share, so B's own oldest prompt
+    goes, not A's (the oldest in LRU order)."""
+    sim = CacheSim(64)
+    a_prompts = [list(range(16 * i, 16 * i + 16)) for i in range(2)]
+    for ids in a_prompts:
+        sim.run(ids, salt="a")
+    for first in (100, 200):
+        sim.run(list(range(first, first + 16)), salt="b")
+    assert sim.cache_manager.available_tokens == 0
+    sim.run(list(range(300, 316)), salt="b")
+    assert [sim.run(ids, salt="a").cached_tokens for ids in a_prompts] == [15, 15]
