@@ -58,7 +58,8 @@ def check(source: str, filename: str, settings: Settings) -> tuple[list[Violatio
 def violations_for(sites: list[Site], parsed: Parsed, filename: str, settings: Settings) -> list[Violation]:
     violations = _dedupe(list(_violations(sites, filename, settings, parsed.module)))
     if violations and ("noqa" in parsed.source or "promptlint:" in parsed.source):
-        violations = _suppress(violations, parsed.lines, _string_ends(parsed.tree))
+        tree = parsed.tree if parsed.module.bodies is None else ast.parse(parsed.source)  # its bodies were dropped
+        violations = _suppress(violations, parsed.lines, _string_ends(tree))
     return violations
 
 

@@ -18,6 +18,7 @@ from .settings import Settings
 from .violation import Violation
 
 _COLLECT_EVERY = 4_000_000  # characters of source (about 100,000 lines) between garbage collections
+_LEAN_ABOVE = 2_000_000  # characters of source in a group above which functions' bodies are dropped until read
 _IMPORT_DEPTH = 2  # modules read for their summaries: the files given, what they import, and one more level
 
 
@@ -28,7 +29,7 @@ class Result(NamedTuple):
     files: list[Path]  # the files reported on
     lines: int  # lines of the files reported on
     failures: list[str]  # files that could not be read or parsed (messages)
-    sources: dict[str, str]  # filename -> source, of the files reported (for fixes)
+    sources: dict[str, str]  # filename -> source, of the files reported with findings (for fixes)
 
 
 def _root_within(path: Path, folder: Path, folder_resolved: Path, known: dict[Path, Path] | None = None) -> Path:
@@ -54,7 +55,7 @@ def _lint_group(
 ) -> list[Violation]:
     """One group of a project's modules, linked by imports, analysed together."""
     found: list[Violation] = []
-    project = Project()
+    project = Project(lean=sum(len(source) for _, _, source, _ in members) > _LEAN_ABOVE)
     for path, name, source, reported in members:
         try:
             parsed = parse(source, path.as_posix(), name)
@@ -75,8 +76,10 @@ def _lint_group(
     for entry in project.entries:
         if entry.report:
             filename = entry.path.as_posix()
-            found.extend(violations_for(entry.sites, entry.parsed, filename, settings))
-            sources[filename] = entry.parsed.source
+            found_here = violations_for(entry.sites, entry.parsed, filename, settings)
+            if found_here:  # its source, for fixes
+                sources[filename] = entry.parsed.source
+            found.extend(found_here)
     for entry in project.entries:  # undo the group's cycles, so that most of it is freed at once
         entry.parsed.module.project = None
     project.__dict__.clear()
@@ -252,27 +255,29 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
                 resolved_of[candidate] = resolved
                 if depth + 1 < _IMPORT_DEPTH:
                     queue.append((candidate, depth + 1))
-    # Read every file, then analyse each project root's files in groups linked by imports (what one
+    # Analyse each project root's files (read root by root) in groups linked by imports (what one
     # module's findings may depend on): only one group's trees are alive at a time.
-    texts: dict[Path, list[tuple[Path, str, str, bool]]] = {}  # root -> (path, module name, source, reported)
+    files_of: dict[Path, list[tuple[Path, str, bool]]] = {}  # root -> (path, module name, reported)
     for path in sorted(order, key=lambda p: (resolved_of.get(p) or p.resolve()).as_posix()):
         resolved = resolved_of.get(path) or path.resolve()
-        _, reported = context[resolved]
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            if reported:
-                violations.append(unanalyzable(path, f"cannot read: {exc}"))
-            continue
-        if reported:
-            lines += source.count("\n") + 1
         root = roots.get(resolved, path.parent)
         if root not in root_resolved:  # one `resolve()` per root folder, not one per file
             root_resolved[root] = root.resolve()
         name = module_name(path, root, resolved, root_resolved[root])
-        texts.setdefault(root_resolved[root], []).append((path, name, source, reported))
+        files_of.setdefault(root_resolved[root], []).append((path, name, context[resolved][1]))
     pending = 0  # source characters analysed since the last collection
-    for _, members in sorted(texts.items()):
+    for _, listed in sorted(files_of.items()):
+        members: list[tuple[Path, str, str, bool]] = []  # (path, module name, source, reported)
+        for path, name, reported in listed:
+            try:
+                source = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                if reported:
+                    violations.append(unanalyzable(path, f"cannot read: {exc}"))
+                continue
+            if reported:
+                lines += source.count("\n") + 1
+            members.append((path, name, source, reported))
         for group in import_groups([(name, source) for _, name, source, _ in members]):
             violations.extend(_lint_group([members[i] for i in group], settings, sources))
             pending += sum(len(members[i][2]) for i in group)

@@ -217,6 +217,7 @@ ANALYSIS_ORDER = (
     "shape",
     "names",
     "scope",
+    "bodies",
     "placeholders",
     "expressions",
     "calls",

@@ -10,7 +10,8 @@ import collections
 import itertools
 import operator
 import re
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from ..files import absolute
@@ -67,9 +68,12 @@ class Parsed(NamedTuple):
     """A parsed file and the facts collected from it."""
 
     tree: ast.Module
-    lines: list[str]
     module: Module
     source: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.module.lines
 
 
 def parse(source: str, filename: str, name: str = "", force: bool = False) -> Parsed | None:
@@ -89,14 +93,15 @@ def parse(source: str, filename: str, name: str = "", force: bool = False) -> Pa
     lines = source.splitlines()
     module = collect_module(tree, lines, hot_line_prefix(low, len(lines)), name)
     module.may_use_radixgate = "radixgate" in source or any(q.startswith("radixgate") for q in module.imports.values())
-    return Parsed(tree, lines, module, source)
+    return Parsed(tree, module, source)
 
 
-def collect_module(tree: ast.Module, lines: list[str], hot_prefix: list[int], name: str = "") -> Module:
+def collect_module(tree: ast.Module, lines: list[str], hot_prefix: Sequence[int], name: str = "") -> Module:
     """Imports, top-level functions, classes and their fields, literal string constants and a global
     `random.seed` (`hot_prefix`: `Module.hot_prefix`; `name`: the dotted module name, for relative
     imports)."""
     module = Module(lines)
+    module.num_lines = len(lines)
     module.name = name
     module.hot_prefix = hot_prefix
     stack = tree.body[::-1]  # in source order: a constant may be built from earlier ones
@@ -218,7 +223,9 @@ def called_suffixes(low: str) -> set[str]:
     return out
 
 
-def hot_line_prefix(low: str, num_lines: int, extra: tuple[str, ...] = (), base: list[int] | None = None) -> list[int]:
+def hot_line_prefix(
+    low: str, num_lines: int, extra: tuple[str, ...] = (), base: Sequence[int] | None = None
+) -> Sequence[int]:
     """Running count of lines holding a `_HOT_WORDS` word (or one of `extra`, such as the names of
     the project's wrappers): prefix[i] counts lines 1..i. `base`: this prefix without `extra`, already
     computed (only `extra` is searched then)."""
@@ -235,4 +242,4 @@ def hot_line_prefix(low: str, num_lines: int, extra: tuple[str, ...] = (), base:
             line = bisect.bisect_right(starts, at)
             marked[line] = 1
             at = find(word, starts[line])  # the next line: one hit per line is enough
-    return list(itertools.accumulate(marked))
+    return array("l", itertools.accumulate(marked))  # a machine word per line, not an int object

@@ -20,6 +20,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .bodies import Bodies, callee_only
 from .calls import Evaluator
 from .facts import PLAIN_NAME, Parsed, ParseFailure, called_names, called_suffixes, hot_line_prefix, parse
 from .reader import (
@@ -31,7 +32,7 @@ from .reader import (
     start_walk,
     template_constant_sites,
 )
-from .scope import Elsewhere, Module, ParamRef, Scope
+from .scope import Module, ParamRef, Scope, elsewhere
 from .shape import Shape
 from .sinks import SinkReader, chain, is_template_call
 from .site import Segment, Site
@@ -74,7 +75,8 @@ class Entry:
 class Project:
     """The modules linted together and what their functions do with their parameters."""
 
-    def __init__(self) -> None:
+    def __init__(self, lean: bool = False) -> None:
+        self.bodies = Bodies() if lean else None  # lean: functions' bodies dropped until read (`bodies`)
         self.entries: list[Entry] = []
         self.entry_of: dict[int, Entry] = {}  # id(module) -> its entry
         self.modules: dict[str, list[Module]] = {}  # dotted name and each dotted suffix -> modules
@@ -107,6 +109,8 @@ class Project:
             self.names.add(fn.name)
             if cls is not None:
                 self.methods.setdefault(fn.name, {}).setdefault(module.name, []).append(key)
+        if self.bodies is not None:
+            self.bodies.release(module, parsed.source, functions_of(parsed))
 
     def defer(self, path: Path, source: str, name: str, report: bool = False) -> None:
         """A module without prompt words: read only if another module imports from it, or (when
@@ -220,6 +224,8 @@ class Project:
                 entry.walker = start_walk(entry.parsed, entry.sites.append)
             finish_walk(entry.parsed, entry.walker)
             entry.walker = None
+            if self.bodies is not None:
+                self.bodies.drop_read(entry.parsed.module)
             for site in list(entry.sites):
                 self.learn(site)
         for _ in range(_ROUNDS):
@@ -256,7 +262,7 @@ class Project:
             found = [w for w in called_suffixes(low) if w in holders] + [w for w in odd if w + "(" in low]
             hits = tuple(sorted({w + "(" for w in found if not holders[w].isdisjoint(near)}))
             if hits:
-                module.hot_prefix = hot_line_prefix(low, len(entry.parsed.lines), hits, module.hot_prefix)
+                module.hot_prefix = hot_line_prefix(low, module.num_lines, hits, module.hot_prefix)
 
     def note_call(self, sinks: SinkReader, node: ast.Call, scope: Scope) -> None:
         """Remember a call that may reach one of the project's functions, with its arguments (read
@@ -281,7 +287,7 @@ class Project:
                 templates[where] = sinks.template_shape(arg, scope)
             elif message_list(arg, scope):
                 messages[where] = sinks.message_segments(arg, scope)
-        self.calls.append(Call(entry, node, targets, args, kwargs, templates, messages))
+        self.calls.append(Call(entry, callee_only(node), targets, args, kwargs, templates, messages))
 
     def targets(self, module: Module, func: ast.expr, scope: Scope) -> list[Key]:
         if isinstance(func, ast.Name):
@@ -323,7 +329,7 @@ class Project:
         other, name = found
         if name not in other.functions:
             return None
-        spot = _elsewhere(node)
+        spot = elsewhere(node)
         shape = Evaluator(other, ev.read_function).function_return(name, node)
         return tuple(p._replace(node=node if p.is_dynamic else spot, flaws=()) for p in shape)
 
@@ -373,7 +379,7 @@ class Project:
                 if name in call.messages:
                     sent[name] = call.messages[name]
         templated = isinstance(wrapper.site.node, ast.Call) and is_template_call(wrapper.site.node)
-        spot = _elsewhere(call.node)
+        spot = elsewhere(call.node)
         segments = []
         for seg in wrapper.site.segments:
             only = seg.shape[0].node if len(seg.shape) == 1 else None
@@ -390,10 +396,3 @@ class Project:
                     parts.append(p._replace(node=spot, flaws=tuple(f._replace(node=spot) for f in p.flaws)))
             segments.append(Segment(seg.role, tuple(parts)))
         return Site(call.node, segments, wrapper.site.confidence, wrapper.site.provider, wrapper.via)
-
-
-def _elsewhere(node: ast.AST) -> Elsewhere:
-    spot = Elsewhere()
-    ast.copy_location(spot, node)
-    spot.end_lineno, spot.end_col_offset = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
-    return spot

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from .bodies import body
 from .calls import Evaluator
 from .facts import Parsed
 from .placeholders import double_brace_template
@@ -32,7 +33,7 @@ def finish_walk(parsed: Parsed, walker: Walker) -> None:
         if module.is_hot(fn.lineno, fn.end_lineno or fn.lineno) or (fn.name == "__init__" and cls in hot_classes):
             walker.function = fn.name
             walker.merged.clear()  # branch merging is per function
-            walker.body(fn.body, Scope(cls=cls, params=parameters(fn, (module.name, cls, fn.name))))
+            walker.body(body(module, fn), Scope(cls=cls, params=parameters(fn, (module.name, cls, fn.name))))
     walker.function = ""
     walker.finish()  # templates last: their placeholders may be filled anywhere in the module
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,14 @@ class Elsewhere(ast.expr):
     _fields = ()
 
 
+def elsewhere(node: ast.AST) -> Elsewhere:
+    """An `Elsewhere` part placed at `node`."""
+    spot = Elsewhere()
+    ast.copy_location(spot, node)
+    spot.end_lineno, spot.end_col_offset = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+    return spot
+
+
 @dataclass
 class ListValue:
     """A list built in the code: its element expressions in order (`ast.Starred` for values
@@ -40,7 +48,7 @@ class ListValue:
 class Module:
     """Facts about one source file, collected before any function is read."""
 
-    lines: list[str]
+    held_lines: list[str] | None  # `lines`, None while a lean project has dropped them
     imports: dict[str, str] = field(default_factory=dict)  # local name -> qualified name
     may_use_radixgate: bool = True  # False: no name here can reach radixgate (`builders` skips its checks)
     constants: dict[str, Shape] = field(default_factory=dict)
@@ -60,9 +68,11 @@ class Module:
     returns: dict[str, Shape] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
     prompt_names: set[str] = field(default_factory=set)  # names bound to radixgate's Prompt class
-    hot_prefix: list[int] = field(default_factory=list)  # running count of lines worth a look
+    hot_prefix: Sequence[int] = field(default_factory=list)  # running count of lines worth a look
+    num_lines: int = 0  # len(lines)
     name: str = ""  # dotted module name within the project
     project: Any = None  # the `project.Project` being linted, when there is one
+    bodies: Any = None  # (`bodies.Bodies`, source) once its functions' bodies are dropped (`bodies.release`)
     # Classes: their `self.x` / class-level fields, recorded as methods assign them.
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     attr_shapes: dict[tuple[str, str], Shape] = field(default_factory=dict)
@@ -80,6 +90,13 @@ class Module:
     all_functions: list | None = None  # every (function, class or None), read once (`reader.functions_of`)
     # Dotted names already resolved, by node (None while the imports are still being collected).
     qualnames: dict[ast.expr, str | None] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        """The source's lines (`str.splitlines`), split again where a lean project dropped them."""
+        if self.held_lines is None:
+            self.held_lines = self.bodies[1].splitlines()
+        return self.held_lines
 
     def own_fillings(self, text: str | None, key: str) -> tuple[list[Shape], bool] | None:
         """How the code fills `key` where it formats the template `text` itself (shapes, whether

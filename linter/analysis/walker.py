@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from ..rules import DirectoryOrder, UnorderedIteration, UnseededShuffle
 from . import builders, names, placeholders, sinks
+from .bodies import body
 from .calls import Evaluator
 from .scope import Scope, constant_index, is_text_building
 from .shape import EMPTY, Change, Flaw, Shape, flaws_of, gathered, with_change, without_flaws
@@ -395,5 +396,5 @@ def read_function(ev: Evaluator, fn: ast.FunctionDef | ast.AsyncFunctionDef, cls
     """The shape `fn` returns (its last `return`), its parameters unknown; finds no sites (`cls`:
     the class of a method, so that it reads `self.x`)."""
     walker = Walker(ev, lambda site: None, reads_returns=True)
-    walker.body(fn.body, Scope(cls=cls))
+    walker.body(body(ev.module, fn), Scope(cls=cls))
     return walker.returns[-1] if walker.returns else EMPTY

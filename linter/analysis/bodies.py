@@ -1,0 +1,103 @@
+"""Function bodies held only while they are read, so that a large group of modules linked by imports
+does not keep every parsed tree alive at once.
+
+Once a module is added to a lean project (`release`), each of its functions keeps its name, its
+parameters' names and its place, dropping its body, decorators, annotations and defaults, and each
+class keeps only its methods: what the module's top level and the project's tables read. A body is parsed again from the
+function's own lines when it is read (`body`: its module's walk, or another module asking what it
+returns), then dropped again when that module's walk is over (`Bodies.drop_read`). The lines are the
+same text at the same place, so the statements parsed are the same, at the same rows and columns.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")  # the line ends Python's tokenizer counts (not `str.splitlines`'s)
+
+
+class Bodies:
+    """A lean project's dropped bodies: each module's source, and the bodies parsed again since the
+    last `drop_read`."""
+
+    def __init__(self) -> None:
+        self.read: list[tuple[Any, Function]] = []  # (module, function) parsed again since `drop_read`
+        self.starts: dict[int, list[int]] = {}  # id(source) -> each line's offset, for the sources read since
+
+    def line_starts(self, source: str) -> list[int]:
+        if id(source) not in self.starts:
+            self.starts[id(source)] = [0] + [m.end() for m in _NEWLINE.finditer(source)]
+        return self.starts[id(source)]
+
+    def release(self, module: Any, source: str, functions: list[tuple[Function, str | None]]) -> None:
+        """Drop the bodies of `functions` (every function of `module`, nested ones included) and the
+        statements of its classes other than their methods."""
+        module.bodies = (self, source)
+        module.held_lines = None  # split again when read (`Module.lines`)
+        for fn, _ in functions:  # the analysis reads a signature's parameter names and its place only
+            fn.body, fn.decorator_list, fn.returns = [], [], None
+            args = fn.args
+            args.defaults, args.kw_defaults = [], []
+            for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+                if arg is not None:
+                    arg.annotation = None
+        for cls in module.classes.values():  # its bases were read when its facts were collected
+            cls.body = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            cls.bases, cls.keywords, cls.decorator_list = [], [], []
+
+    def drop_read(self, walked: Any) -> None:
+        """Drop again the bodies parsed since the last call (`walked`: the module just read), and the
+        dotted names remembered by node (`Module.qualname`'s memo, which would hold those nodes)."""
+        walked.qualnames, walked.held_lines = {}, None
+        for module, fn in self.read:
+            fn.body = []
+            module.qualnames, module.held_lines = {}, None
+        self.read.clear()
+        self.starts.clear()
+
+
+def body(module: Any, fn: Function) -> list[ast.stmt]:
+    """`fn.body`, parsed again from its module's source when it was dropped (`Bodies.release`)."""
+    if fn.body or module.bodies is None:
+        return fn.body
+    store, source = module.bodies
+    fn.body = _parse_body(source, store.line_starts(source), fn)
+    store.read.append((module, fn))
+    return fn.body
+
+
+def _parse_body(source: str, starts: list[int], fn: Function) -> list[ast.stmt]:
+    """The body of the function at `fn`'s place in `source`: its lines parsed alone (behind blank
+    lines and, when indented, an `if 1:`, so that rows and columns stay), else the whole source."""
+    first, last = fn.lineno, fn.end_lineno or fn.lineno
+    text = source[starts[first - 1] : starts[last] if last < len(starts) else len(source)]
+    head = "\n" * (first - 1) if fn.col_offset == 0 else "\n" * (first - 2) + "if 1:\n"
+    found: ast.AST | None = None
+    try:
+        tree = ast.parse(head + text)
+        found = tree.body[0] if fn.col_offset == 0 else getattr(tree.body[0], "body", [None])[0]
+    except (SyntaxError, ValueError, IndexError):
+        pass
+    if not _same_place(found, fn):
+        found = next((n for n in ast.walk(ast.parse(source)) if _same_place(n, fn)), None)
+    assert isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)), fn.name
+    return found.body
+
+
+def _same_place(node: ast.AST | None, fn: Function) -> bool:
+    return (
+        node.__class__ is fn.__class__
+        and getattr(node, "name", None) == fn.name
+        and (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+        == (fn.lineno, fn.col_offset, fn.end_lineno, fn.end_col_offset)
+    )
+
+
+def callee_only(node: ast.Call) -> ast.Call:
+    """What a call noted for the project's wrappers keeps of its node once its arguments are read: the
+    callee, at the call's place (its arguments' trees are not held for the rest of the analysis)."""
+    return ast.copy_location(ast.Call(func=node.func, args=[], keywords=[]), node)
