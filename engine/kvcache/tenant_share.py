@@ -85,7 +85,9 @@ class TenantShares:
                 continue
             freed += cache._evict_leaf(entry[2])
             if over:
-                self.num_fair_evictions += 1
+                # counted where others have a share too: a lone active tenant (its share the whole
+                # pool) is over it on every eviction, counting what it is about to allocate
+                self.num_fair_evictions += fair.get(ns, 0) < self.capacity
                 if not is_over(ns):
                     over.discard(ns)  # down to its share: no longer first in line
         for entry in set_aside:  # policy order again for the others; evicted from if still short

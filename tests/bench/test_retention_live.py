@@ -17,13 +17,17 @@ from radixgate.gateway.config import GatewayConfig
 TOY = LiveSizes(pool=512, a_prompts=2, a_shared=32, a_own=4, b_tokens=64, b_factor=4, b_in_flight=2, cycles=3)
 
 
-def _a_hit_rate(fairness: bool, with_b: bool) -> float:
-    engine = EngineConfig(max_total_tokens=TOY.pool, page_size=TOY.page, tenant_cache_fairness=fairness)
+# `--live-pool 1024` at toy size: B's two prompts in flight (128 tokens) are its whole share of the pool
+SMALL_POOL = LiveSizes(pool=256, a_prompts=2, a_shared=32, a_own=4, b_tokens=64, b_factor=4, b_in_flight=2, cycles=3)
+
+
+def _a_hit_rate(fairness: bool, with_b: bool, sizes: LiveSizes = TOY) -> float:
+    engine = EngineConfig(max_total_tokens=sizes.pool, page_size=sizes.page, tenant_cache_fairness=fairness)
     config = GatewayConfig(api_keys={KEYS["a"]: "a", KEYS["b"]: "b"}, engine=engine)
     with TestClient(create_app(config)) as client:
-        rate, counted, b_sent = drive(client, TOY, with_b)
-    assert counted == TOY.a_prompts * (TOY.cycles - 1)
-    assert b_sent == (TOY.b_factor * TOY.pool * TOY.cycles if with_b else 0)
+        rate, counted, b_sent = drive(client, sizes, with_b)
+    assert counted == sizes.a_prompts * (sizes.cycles - 1)
+    assert b_sent == (sizes.b_factor * sizes.pool * sizes.cycles if with_b else 0)
     return rate
 
 
@@ -33,6 +37,13 @@ def test_the_live_workload_shows_the_loss_and_the_fix() -> None:
     on = _a_hit_rate(fairness=True, with_b=True)
     assert alone == pytest.approx(32 / 36)  # every A request after the first cycle: its 2 shared pages
     assert off < alone - 0.3 and abs(on - alone) <= 0.10
+
+
+def test_a_neighbour_whose_requests_in_flight_fill_its_share_evicts_its_own_prompts() -> None:
+    """Its pages in flight and those it is about to allocate count toward B's share, so B's next
+    prompt takes B's own cached ones and A keeps its hit rate alone (0.0 when only what B had in
+    the tree counted)."""
+    assert _a_hit_rate(fairness=True, with_b=True, sizes=SMALL_POOL) == pytest.approx(32 / 36)
 
 
 def test_each_way_starts_a_server_with_the_flags_it_names(tmp_path) -> None:

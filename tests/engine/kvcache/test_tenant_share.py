@@ -189,3 +189,14 @@ def test_the_tokens_a_tenant_is_about_to_allocate_count_toward_its_share() -> No
     assert sim.cache_manager.available_tokens == 0
     sim.run(list(range(300, 316)), salt="b")
     assert [sim.run(ids, salt="a").cached_tokens for ids in a_prompts] == [15, 15]
+
+
+def test_a_lone_tenant_evicting_for_its_own_requests_counts_no_fair_evictions() -> None:
+    """With one active tenant its share is the whole pool; the pages it is about to allocate put it
+    over that on every eviction, which is policy order, not fairness at work: not counted."""
+    sim = CacheSim(64)
+    for first in range(0, 320, 16):
+        sim.run(list(range(first, first + 16)), salt="a")
+    cache = sim.cache_manager.radix_cache
+    assert cache is not None and cache.tokens_by_namespace["a"] <= 64 < 320  # it did evict
+    assert sim.cache_manager.shares.num_fair_evictions == 0
