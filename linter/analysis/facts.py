@@ -10,7 +10,6 @@ import collections
 import itertools
 import operator
 import re
-from array import array
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -242,4 +241,4 @@ def hot_line_prefix(
             line = bisect.bisect_right(starts, at)
             marked[line] = 1
             at = find(word, starts[line])  # the next line: one hit per line is enough
-    return array("l", itertools.accumulate(marked))  # a machine word per line, not an int object
+    return list(itertools.accumulate(marked))
