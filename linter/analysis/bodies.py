@@ -12,7 +12,9 @@ same text at the same place, so the statements parsed are the same, at the same 
 from __future__ import annotations
 
 import ast
+import itertools
 import re
+from array import array
 from typing import Any
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -26,11 +28,11 @@ class Bodies:
 
     def __init__(self) -> None:
         self.read: list[tuple[Any, Function]] = []  # (module, function) parsed again since `drop_read`
-        self.starts: dict[int, list[int]] = {}  # id(source) -> each line's offset, for the sources read since
+        self.starts: dict[int, array[int]] = {}  # id(source) -> each line's offset (sources live as long)
 
-    def line_starts(self, source: str) -> list[int]:
+    def line_starts(self, source: str) -> array[int]:
         if id(source) not in self.starts:
-            self.starts[id(source)] = [0] + [m.end() for m in _NEWLINE.finditer(source)]
+            self.starts[id(source)] = array("q", itertools.chain((0,), map(re.Match.end, _NEWLINE.finditer(source))))
         return self.starts[id(source)]
 
     def release(self, module: Any, source: str, functions: list[tuple[Function, str | None]]) -> None:
@@ -57,7 +59,6 @@ class Bodies:
             fn.body = []
             module.qualnames, module.held_lines = {}, None
         self.read.clear()
-        self.starts.clear()
 
 
 def body(module: Any, fn: Function) -> list[ast.stmt]:
@@ -70,7 +71,7 @@ def body(module: Any, fn: Function) -> list[ast.stmt]:
     return fn.body
 
 
-def _parse_body(source: str, starts: list[int], fn: Function) -> list[ast.stmt]:
+def _parse_body(source: str, starts: array[int], fn: Function) -> list[ast.stmt]:
     """The body of the function at `fn`'s place in `source`: its lines parsed alone (behind blank
     lines and, when indented, an `if 1:`, so that rows and columns stay), else the whole source."""
     first, last = fn.lineno, fn.end_lineno or fn.lineno
