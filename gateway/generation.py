@@ -194,7 +194,7 @@ def _observe(
             state.metrics.observe_cache_miss(*missed)
     state.prompt_stats.record(job.tenant, tags, out.prompt_tokens, out.cached_tokens, job.static_tokens, ttft, prompt)
     state.history.record(out.prompt_tokens, out.cached_tokens, completion_tokens, ttft, tenant=job.tenant)
-    state.history.sample(state.worker.stats())
+    state.sample_usage()
     state.limiter.charge_tokens(job.tenant, completion_tokens)
     finish_request_span(
         state.tracer,

@@ -86,3 +86,9 @@ class AppState:
         stats = self.worker.stats()
         self.history.sample(stats)
         return stats
+
+    def sample_usage(self) -> None:
+        """The history's token usage and hit rate after a request: from the worker's `usage()` where it
+        has one (a pool, whose full stats snapshot every worker), else from its stats."""
+        usage = getattr(self.worker, "usage", None)
+        self.history.sample(usage() if usage is not None else self.worker.stats())

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 
 from radixgate.engine.protocol import GenerateOutput
 
-from ..diagnostics.requests import FIELD, add_to_body, add_to_chunk, asked, parse_ask, prompt_ids, with_diagnostics
+from ..diagnostics.requests import FIELD, add_to_body, add_to_chunk, asked, chat_prompt, parse_ask, with_diagnostics
 from ..features.logprobs import MAX_TOP_LOGPROBS, TokenTexts, chat_logprobs, completion_logprobs
 from ..features.structured_output import constrain, constraint_of, precompile
 from ..features.tool_calls import ToolPlan, render_messages, tool_chat_full, tool_chat_stream, tool_parser_for
@@ -85,8 +85,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     plan = ToolPlan.of(body.tools, body.tool_choice, body.parallel_tool_calls, tool_parser_for(state))
     messages = [template_message(m) for m in body.messages]
     bounds.check_prompt_chars(bounds.chat_chars(messages, body.tools), state.worker.context_len, "messages")
-    text = await bounds.off_loop(render_messages, state.worker, messages, body.tools)
-    input_ids = await prompt_ids(state, tenant_of(request), messages, body.tools, text)
+    text, input_ids = await chat_prompt(state, render_messages, messages, body.tools, tenant=tenant_of(request))
     tags = RequestTags.from_metadata(body.metadata)
     content_chars = sum(len(m["content"]) for m in messages)
     static = estimate_static_tokens(tags.static_prefix_chars, content_chars, len(input_ids))

@@ -209,13 +209,33 @@ def add_to_chunk(body: dict[str, Any], jobs: Sequence[Any] | None) -> None:
                 choice["cache_diagnostics"] = result_of(jobs[choice["index"]])
 
 
-async def prompt_ids(state: Any, tenant: str, messages: list[dict[str, Any]], tools: Any, text: str) -> list[int]:
-    """A chat prompt's ids: with history keeping, earlier generated replies keep their ids."""
+async def chat_prompt(
+    state: Any,
+    render: Callable[[Any, list[dict[str, Any]], Any], str],
+    messages: list[dict[str, Any]],
+    tools: Any,
+    *,
+    tenant: str | None,
+    param: str = "messages",
+    prefill: str = "",
+) -> tuple[str, list[int]]:
+    """A chat prompt's text (`render` applied to the messages, then `prefill`) and its ids, both in
+    one hop to the text pool. With `tenant` (and no prefill), earlier generated replies keep their
+    ids (history keeping); otherwise the text is tokenized, refused by its length first (`param`)."""
+    return await bounds.off_loop(_chat_prompt, state, render, messages, tools, tenant, param, prefill)
+
+
+def _chat_prompt(
+    state: Any, render: Callable[..., str], messages: Any, tools: Any, tenant: str | None, param: str, prefill: str
+) -> tuple[str, list[int]]:
     worker = state.worker
+    text = render(worker, messages, tools) + prefill
+    if tenant is None or prefill:
+        bounds.check_prompt_chars(len(text), worker.context_len, param)
+        return text, worker.tokenize(text, add_special_tokens=False)
     bounds.check_prompt_chars(len(text), worker.context_len, "messages")
     if state.config.history_keeping and any(generated_keys(m) for m in messages):
-        kept = await bounds.off_loop(
-            _kept_or_none,
+        kept = _kept_or_none(
             worker.render_chat,
             lambda piece: worker.tokenize(piece, add_special_tokens=False),
             lambda key: state.diagnostics.reply(tenant, key),
@@ -224,8 +244,8 @@ async def prompt_ids(state: Any, tenant: str, messages: list[dict[str, Any]], to
             text,
         )
         if kept is not None:
-            return kept
-    return await bounds.tokenize(worker, text, param="messages", add_special_tokens=False)
+            return text, kept
+    return text, worker.tokenize(text, add_special_tokens=False)
 
 
 def _kept_or_none(*args: Any) -> list[int] | None:

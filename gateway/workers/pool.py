@@ -332,7 +332,22 @@ class WorkerPool:
             member.backend.abort(rid)
         # An HTTP worker aborts when the pool closes the stream's connection.
 
+    def usage(self) -> dict[str, Any]:
+        """`stats()`'s hit rate and token usage, without the per-worker snapshots (sampled per request)."""
+        return self._totals()[1]
+
     def stats(self) -> dict[str, Any]:
+        totals, usage = self._totals()
+        return {
+            "model": self.model_name,
+            **totals,
+            **usage,
+            "context_len": self.context_len,
+            "router_policy": self.router.policy,
+            "workers": [m.snapshot() for m in self.members.values()],
+        }
+
+    def _totals(self) -> tuple[dict[str, Any], dict[str, Any]]:
         totals: dict[str, Any] = dict.fromkeys(ADDITIVE_STATS, 0)
         queries = hits = 0
         for member in self.members.values():
@@ -350,17 +365,9 @@ class WorkerPool:
                 totals["num_running_reqs"] += member.candidate.num_requests
         capacity = totals["max_total_num_tokens"]
         held = capacity - totals["available_tokens"] - totals["evictable_tokens"] if capacity else 0
-        return {
-            "model": self.model_name,
-            **totals,
-            "cache_hit_rate": hits / queries if queries else 0.0,
-            "token_usage": held / capacity if capacity else 0.0,
-            "prefix_cache_queries": queries,
-            "prefix_cache_hits": hits,
-            "context_len": self.context_len,
-            "router_policy": self.router.policy,
-            "workers": [m.snapshot() for m in self.members.values()],
-        }
+        hit_rate, token_usage = hits / queries if queries else 0.0, held / capacity if capacity else 0.0
+        usage = {"cache_hit_rate": hit_rate, "token_usage": token_usage}
+        return totals, usage | {"prefix_cache_queries": queries, "prefix_cache_hits": hits}
 
     def flush_cache(self, cache_salt: str | None = None) -> bool:
         """Every member's cache, or one tenant's namespace on the workers that keep tenants apart."""

@@ -155,6 +155,9 @@ def test_pool_routes_tenants_apart_and_flushes_one_tenant(routed: TestClient, lo
     assert _cached(routed, "key-b", prompt + " third") > 300
     workers = routed.get("/workers", headers=_auth(ADMIN)).json()["workers"]
     assert sum(w["requests"] for w in workers) == 4 and sum(w["cached_tokens"] for w in workers) > 600
+    pool = routed.app.state.gateway.worker  # the history's per-request sample: the same figures as stats()
+    stats, usage = pool.stats(), pool.usage()
+    assert usage["cache_hit_rate"] > 0 and usage == {key: stats[key] for key in usage}
     r = routed.post("/flush_cache", headers=_auth("key-a"))
     assert r.status_code == 200 and "tenant" in r.json()["message"]
     assert _cached(routed, "key-a", prompt + " fourth") == 0  # a's namespace is gone everywhere

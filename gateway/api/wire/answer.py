@@ -18,7 +18,7 @@ from typing import Any
 
 from radixgate.engine.protocol import GenerateOutput, GenerateRequest, SamplingParams
 
-from ...diagnostics.requests import prompt_ids
+from ...diagnostics.requests import chat_prompt
 from ...features.structured_output import OutputConstraint, constrain, constraint_of, precompile
 from ...features.tool_calls import ToolPlan, render_messages
 from ...generation import Job, collect, stream_job
@@ -76,10 +76,7 @@ async def render_prompt(
     is the start of the answer, written after the generation prompt. With `tenant` (and no prefill),
     earlier replies keep the ids they were generated as (diagnostics/history.py)."""
     bounds.check_prompt_chars(bounds.chat_chars(messages, tools) + len(prefill), state.worker.context_len, param)
-    text = await bounds.off_loop(render_messages, state.worker, messages, tools) + prefill
-    if tenant is not None and not prefill:
-        return text, await prompt_ids(state, tenant, messages, tools, text)
-    return text, await bounds.tokenize(state.worker, text, param=param, add_special_tokens=False)
+    return await chat_prompt(state, render_messages, messages, tools, tenant=tenant, param=param, prefill=prefill)
 
 
 async def prepare_job(
