@@ -3,10 +3,12 @@ does not keep every parsed tree alive at once.
 
 Once a module is added to a lean project (`release`), each of its functions keeps its name, its
 parameters' names and its place, dropping its body, decorators, annotations and defaults, and each
-class keeps only its methods: what the module's top level and the project's tables read. A body is parsed again from the
-function's own lines when it is read (`body`: its module's walk, or another module asking what it
-returns), then dropped again when that module's walk is over (`Bodies.drop_read`). The lines are the
-same text at the same place, so the statements parsed are the same, at the same rows and columns.
+class keeps only its methods: what the module's top level and the project's tables read. A body is
+parsed again from the function's own lines when it is read (`body`: its module's walk, or another
+module asking what it returns), then dropped again when that module's walk is over (`drop_read`).
+The lines are the same text at the same place, so the statements parsed are the same, at the same
+rows and columns. The top-level statements go once every module's top level is read and linked
+(`drop_top_levels`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,13 @@ class Bodies:
         for cls in module.classes.values():  # its bases were read when its facts were collected
             cls.body = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
             cls.bases, cls.keywords, cls.decorator_list = [], [], []
+
+    def drop_top_levels(self, entries: list[Any]) -> None:
+        """Drop the top-level statements of the modules whose top level has been read (what they
+        define is held in their module's facts; only the text is searched again, for suppressions)."""
+        for entry in entries:
+            if entry.walker is not None:
+                entry.parsed.tree.body = []
 
     def drop_read(self, walked: Any) -> None:
         """Drop again the bodies parsed since the last call (`walked`: the module just read), and the

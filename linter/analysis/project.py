@@ -219,6 +219,8 @@ class Project:
             entry.walker = start_walk(entry.parsed, entry.sites.append)
         for entry in list(self.entries):
             self.link(entry.parsed.module)
+        if self.bodies is not None:
+            self.bodies.drop_top_levels(self.entries)
         for entry in self.entries:
             if entry.walker is None:
                 entry.walker = start_walk(entry.parsed, entry.sites.append)
