@@ -83,7 +83,7 @@ class DecodeSide:
             cm.radix_cache.inc_lock_ref(m.node)
             hit = PrefixHit(m.device_slots, m.node)
         start = len(hit.device_slots)
-        if not cm.ensure_free_pages(-(-(n - start) // ps)):
+        if not cm.ensure_free_pages(-(-(n - start) // ps), req):
             cm.unlock(hit)
             raise TransferError(f"the decode worker's KV pool cannot hold {n - start} more tokens: retry later")
         cm.admit(req, hit)
