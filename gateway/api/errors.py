@@ -96,6 +96,13 @@ class APIError(Exception):
         return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
 
 
+def no_worker_available(message: str, *, retry_after: bool = True) -> APIError:
+    """The 503 a pool answers when none of its workers could take a request (`Retry-After: 1` unless
+    told otherwise)."""
+    headers = {"Retry-After": "1"} if retry_after else None
+    return APIError(503, message, code="no_worker_available", type="server_error", headers=headers)
+
+
 def from_engine_error(exc: ValueError) -> APIError:
     """The engine rejects bad input with ValueError before allocating anything: that is a 400."""
     message = str(exc) or "the engine rejected the request"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from radixgate.engine.protocol import GenerateRequest
 
-from ..api.errors import APIError
+from ..api.errors import APIError, no_worker_available
 from .remote import WorkerUnavailable, failed_on
 
 if TYPE_CHECKING:
@@ -77,10 +77,4 @@ async def embed_on(pool: WorkerPool, input_ids: list[list[int]], cache_salt: str
             raise failed_on(f"worker {member.worker_id} ({member.url})", exc) from None
         finally:
             member.candidate.num_requests -= 1
-    raise APIError(
-        503,
-        f"no worker could serve the embeddings: {last_error}",
-        code="no_worker_available",
-        type="server_error",
-        headers={"Retry-After": "1"},
-    )
+    raise no_worker_available(f"no worker could serve the embeddings: {last_error}")

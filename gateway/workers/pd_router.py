@@ -27,7 +27,7 @@ import httpx
 
 from radixgate.engine.protocol import Bootstrap, GenerateRequest, StreamDelta
 
-from ..api.errors import APIError
+from ..api.errors import APIError, no_worker_available
 from .member import Member
 from .pool import DEFAULT_CAPACITY_TOKENS, WorkerPool
 from .remote import RadixgateWorker, WorkerUnavailable, failed_on, is_down, parse_worker_url
@@ -221,9 +221,7 @@ class PDRouter(_Pool):
         members = self._eligible(request, set())
         if not members:
             errors = "; ".join(f"{m.url}: {m.last_error or 'not checked yet'}" for m in self.members.values())
-            raise APIError(
-                503, f"no decode worker is healthy ({errors})", code="no_worker_available", type="server_error"
-            )
+            raise no_worker_available(f"no decode worker is healthy ({errors})", retry_after=False)
         n = len(request.input_ids)
         hashes = block_hashes(request.input_ids, request.cache_salt)
 
@@ -280,7 +278,7 @@ class PDRouter(_Pool):
             worker = f"decode worker {member.worker_id} ({member.url})"
             if isinstance(exc, WorkerUnavailable):  # what the routes answer for a worker that would not take it
                 message = f"{worker} could not take the request: {exc}"
-                raise APIError(503, message, code="no_worker_available", type="server_error") from exc
+                raise no_worker_available(message, retry_after=False) from exc
             if isinstance(exc, RuntimeError):
                 raise failed_on(worker, exc) from exc
             raise
@@ -314,12 +312,8 @@ class PDRouter(_Pool):
                 errors.append(str(exc))
                 self.num_prefill_retries += 1
                 log.warning("request %s: %s; trying another prefill worker", request.rid, exc)
-        raise APIError(
-            503,
-            f"no prefill worker could serve the request: {'; '.join(errors) or 'no prefill worker is healthy'}",
-            code="no_worker_available",
-            type="server_error",
-            headers={"Retry-After": "1"},
+        raise no_worker_available(
+            f"no prefill worker could serve the request: {'; '.join(errors) or 'no prefill worker is healthy'}"
         )
 
     async def _handoff(self, member: Member, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from radixgate.engine.protocol import GenerateRequest, StreamDelta
 
-from ..api.errors import APIError
+from ..api.errors import APIError, no_worker_available
 from .embeddings import embed_on
 from .kv_index import KVEventIndex, reachable
 from .member import Member
@@ -313,13 +313,7 @@ class WorkerPool:
                 member.candidate.num_tokens -= load
                 self._owner.pop(request.rid, None)
                 self._remove_if_drained(member)
-        raise APIError(
-            503,
-            f"no worker could serve the request: {last_error}",
-            code="no_worker_available",
-            type="server_error",
-            headers={"Retry-After": "1"},
-        )
+        raise no_worker_available(f"no worker could serve the request: {last_error}")
 
     can_embed = True  # routes them to members that embed; a 400 naming the pool's kinds when none does
 
