@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
+from in_thread_server import serve_in_thread
 
 import radixgate
 from radixgate.gateway.app import create_app
@@ -49,20 +47,8 @@ def answer(client: OpenAI, question):
 
 @pytest.fixture(scope="module")
 def gateway_url(worker) -> Iterator[str]:
-    server = uvicorn.Server(uvicorn.Config(create_app(GatewayConfig(), worker=worker), host="127.0.0.1", port=0))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the in-thread gateway did not start"
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        assert not thread.is_alive()
+    with serve_in_thread(create_app(GatewayConfig(), worker=worker), "gateway") as url:
+        yield url
 
 
 def _load(path: Path):

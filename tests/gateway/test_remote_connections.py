@@ -8,13 +8,12 @@ the client port of each `/generate` it serves names the connection it came on.""
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import uvicorn
+from in_thread_server import serve_in_thread
 
 from radixgate.engine.protocol import GenerateRequest, SamplingParams, block_hashes
 from radixgate.gateway.app import create_app
@@ -35,20 +34,8 @@ def served(worker: LocalWorker) -> Iterator[tuple[str, list[int]]]:
             ports.append(scope["client"][1])
         await app(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(recording, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the in-thread worker did not start"
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}", ports
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        assert not thread.is_alive()
+    with serve_in_thread(recording, "worker") as url:
+        yield url, ports
 
 
 def test_requests_to_a_remote_worker_share_one_connection(worker: LocalWorker, served: tuple[str, list[int]]) -> None:
