@@ -3,11 +3,18 @@ agree on the KV layout, and register a room (the `bootstrap_room` both roles wer
 request) with what their own cache already holds. The prefill side then claims the room
 (`wait_room`) and streams the KV over that connection.
 
-Bound to 127.0.0.1 unless a host is given. Registrations nobody claims within `timeout_s` are
-dropped and their connections closed, so the decode side releases what it reserved."""
+A room can also fail before anything is registered in it, and then its waiter is woken with the
+reason instead of waiting out `timeout_s`: the decode worker that names the room in its handshake is
+refused (layout, backend), or the prefill's request goes away (`cancel_room`: its router saw the
+decode side fail first). A registration that arrives for a failed room is refused.
+
+Bound to 127.0.0.1 unless a host is given. Registrations nobody claims, and failed rooms nobody
+waits for, are dropped after `timeout_s` (a registration's connection closed, so the decode side
+releases what it reserved)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import socket
@@ -58,7 +65,9 @@ class BootstrapServer:
         self.layout, self.key, self.backend_name, self.timeout_s = layout, key, backend_name, timeout_s
         self._listener = socket.create_server((host, port), reuse_port=False)
         self.host, self.port = host, self._listener.getsockname()[1]
-        self._rooms: dict[int, Registration] = {}
+        self._rooms: dict[int, Registration] = {}  # registered, not claimed yet
+        self._claimed: dict[int, Registration] = {}  # claimed by `wait_room`, until `release`
+        self._failed: dict[int, tuple[Exception, float]] = {}  # room -> why it failed, and when
         self._cond = threading.Condition()
         self._closed = False
         self.num_refused = 0
@@ -76,9 +85,11 @@ class BootstrapServer:
     def _serve(self, sock: socket.socket) -> None:
         sock.settimeout(self.timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        room = None
         try:
             authenticate_as_server(sock, self.key)
             hello = expect(sock, "handshake")
+            room = int(hello["room"]) if hello.get("room") is not None else None
             if hello.get("backend") != self.backend_name:
                 raise HandshakeError(
                     f"transfer backend {hello.get('backend')!r} on the decode worker, {self.backend_name!r} here: "
@@ -96,38 +107,76 @@ class BootstrapServer:
                 dict(reg["descriptor"]),
             )
         except (HandshakeError, TransferError, OSError, KeyError, TypeError, ValueError) as e:
-            self.num_refused += 1
-            logger.warning("bootstrap: refused a decode worker: %s", e)
-            try:
-                kind = "handshake" if isinstance(e, HandshakeError) else "transfer"
-                send_msg(sock, {"op": "error", "kind": kind, "message": str(e)})
-            except OSError:
-                pass
-            sock.close()
+            self._refuse(sock, e, room)
             return
         with self._cond:
             self._expire()
-            old = self._rooms.pop(registration.room, None)
-            if old is not None:
-                old.sock.close()
-            self._rooms[registration.room] = registration
-            self._cond.notify_all()
+            failed = self._failed.get(registration.room)
+            if failed is None:
+                old = self._rooms.pop(registration.room, None)
+                if old is not None:
+                    old.sock.close()
+                self._rooms[registration.room] = registration
+                self._cond.notify_all()
+        if failed is not None:
+            self._refuse(sock, TransferError(f"bootstrap_room {registration.room} failed: {failed[0]}"), None)
+
+    def _refuse(self, sock: socket.socket, error: Exception, room: int | None) -> None:
+        """Tells the decode worker why, and fails `room` (when known) for the prefill waiting on it."""
+        self.num_refused += 1
+        logger.warning("bootstrap: refused a decode worker: %s", error)
+        if room is not None and isinstance(error, HandshakeError):
+            self.fail_room(room, error)
+        try:
+            kind = "handshake" if isinstance(error, HandshakeError) else "transfer"
+            send_msg(sock, {"op": "error", "kind": kind, "message": str(error)})
+        except OSError:
+            pass
+        sock.close()
 
     def _expire(self) -> None:
         now = time.monotonic()
         for room in [r for r, g in self._rooms.items() if now - g.arrived > self.timeout_s]:
             self._rooms.pop(room).sock.close()
+        for room in [r for r, (_, at) in self._failed.items() if now - at > self.timeout_s]:
+            del self._failed[room]
+
+    def fail_room(self, room: int, error: Exception) -> bool:
+        """Fails the room: its waiter raises `error` now, a registration waiting in it is dropped (its
+        decode worker sees the connection close and releases), and a later one is refused. A claimed
+        room's connection is shut, so the prefill serving it fails at its next send; True then."""
+        with self._cond:
+            self._expire()
+            self._failed[room] = (error, time.monotonic())
+            registration = self._rooms.pop(room, None)
+            if registration is not None:
+                registration.sock.close()
+            claimed = self._claimed.get(room)
+            if claimed is not None:
+                with contextlib.suppress(OSError):
+                    claimed.sock.shutdown(socket.SHUT_RDWR)
+            self._cond.notify_all()
+            return claimed is not None
 
     def wait_room(self, room: int, timeout_s: float | None = None) -> Registration:
-        """Claims the room's registration; TransferError when no decode worker registers it in time."""
+        """Claims the room's registration (until `release`); TransferError when no decode worker
+        registers it in time, or the room's failure (`fail_room`) as soon as it fails."""
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         with self._cond:
             while room not in self._rooms:
+                if room in self._failed:  # kept until it expires: a late registration is refused
+                    raise self._failed[room][0]
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:
                     raise TransferError(f"no decode worker registered bootstrap_room {room} in time")
                 self._cond.wait(left)
-            return self._rooms.pop(room)
+            self._claimed[room] = registration = self._rooms.pop(room)
+            return registration
+
+    def release(self, room: int) -> None:
+        """The claimed room's transfer ended (either way)."""
+        with self._cond:
+            self._claimed.pop(room, None)
 
     def close(self) -> None:
         self._closed = True

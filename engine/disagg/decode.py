@@ -34,6 +34,10 @@ from .transfer import make_backend, receive_chunk
 from .wire import authenticate_as_client, expect, recv_msg, send_msg
 
 
+class ReservationError(TransferError):
+    """The decode worker could not reserve pages for the request: no prefill worker was contacted."""
+
+
 @dataclass
 class Reservation:
     req: Req
@@ -76,7 +80,7 @@ class DecodeSide:
     def _reserve(self, req: Req) -> Reservation:
         cm, n, ps = self.engine.cache_manager, len(req.origin_input_ids), self.layout.page_size
         if cm.slot_table.num_free_rows == 0:
-            raise TransferError("the decode worker runs as many requests as it can: retry later")
+            raise ReservationError("the decode worker runs as many requests as it can: retry later")
         hit = PrefixHit([], None)
         if cm.radix_cache is not None:
             m = cm.radix_cache.match(req.origin_input_ids, req.cache_salt)
@@ -85,7 +89,7 @@ class DecodeSide:
         start = len(hit.device_slots)
         if not cm.ensure_free_pages(-(-(n - start) // ps), req):
             cm.unlock(hit)
-            raise TransferError(f"the decode worker's KV pool cannot hold {n - start} more tokens: retry later")
+            raise ReservationError(f"the decode worker's KV pool cannot hold {n - start} more tokens: retry later")
         cm.admit(req, hit)
         cm.allocate(req, n - start)
         return Reservation(req, start, cm.slot_table.read(req.table_row(), start, n))
@@ -157,7 +161,9 @@ class DecodeSide:
             sock.settimeout(self.timeout_s)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             authenticate_as_client(sock, self.key)
-            send_msg(sock, {"op": "handshake", "layout": layout.to_dict(), "backend": self.backend.name})
+            # The room travels with the handshake: a prefill worker that refuses it fails the room at once.
+            hello = {"op": "handshake", "room": room, "layout": layout.to_dict(), "backend": self.backend.name}
+            send_msg(sock, hello)
             try:
                 expect(sock, "handshake_ok")
             except TransferError as e:

@@ -82,6 +82,7 @@ class PrefillSide:
         self._exports: dict[str, _Export] = {}
         self._rids = itertools.count()
         self.num_transfers = self.num_sent_bytes = self.num_sent_tokens = self.num_active = 0
+        self.num_waiting = 0  # requests waiting for their room's decode worker to register
         self.num_early_runs = 0  # runs of KV sent while their prefill still computed later chunks
         engine.start()
         engine.cache_manager.before_release = self._export
@@ -137,7 +138,11 @@ class PrefillSide:
         returns once the decode worker acknowledged it. TransferError when any of that fails
         (the decode worker is told, and releases its pages)."""
         self.engine.validate(input_ids, sampling)
-        reg = self.server.wait_room(room)
+        self.num_waiting += 1
+        try:
+            reg = self.server.wait_room(room)
+        finally:
+            self.num_waiting -= 1
         self.num_active += 1
         try:
             return self._serve(reg, rid or f"prefill-{os.getpid()}-{next(self._rids)}", input_ids, sampling, cache_salt)
@@ -151,7 +156,15 @@ class PrefillSide:
             raise
         finally:
             self.num_active -= 1
+            self.server.release(room)
             reg.sock.close()
+
+    def cancel(self, room: int, rid: str) -> None:
+        """The request went away (its router saw the decode side fail, or its client left): `prefill`
+        stops waiting for the room, or, with the room claimed, its transfer's connection is shut and
+        its prefill aborted, so it fails at once and the decode side releases. A no-op once done."""
+        if self.server.fail_room(room, TransferError(f"the request for bootstrap_room {room} was cancelled")):
+            self.engine.abort(rid)
 
     def _serve(
         self, reg: Registration, rid: str, input_ids: list[int], sampling: SamplingParams, cache_salt: str | None

@@ -61,6 +61,22 @@ def _retryable(prefill_exc: BaseException | None, decode_exc: BaseException | No
     return isinstance(prefill_exc, WorkerUnavailable) or _broke(prefill_exc)
 
 
+def _code(exc: BaseException | None) -> str | None:
+    """The worker's error code a failure carries, through the exceptions it was re-raised as."""
+    while exc is not None:
+        if getattr(exc, "code", None) is not None:
+            return exc.code  # type: ignore[attr-defined]
+        exc = exc.__cause__
+    return None
+
+
+def _prefill_may_be_at_fault(decode_exc: BaseException) -> bool:
+    """The decode worker's transfer failed (`kv_transfer_failed`): the prefill worker may have died
+    or failed it, and will say so. Any other failure came before the decode side reached the
+    prefill, or is its own (refused, died, handshake, no room): the prefill would wait in vain."""
+    return not _broke(decode_exc) and _code(decode_exc) == "kv_transfer_failed"
+
+
 def free_kv_tokens(member: Member) -> tuple[float, float]:
     """The KV a decode worker reported free (`available_tokens` of its `/server_info`, less the
     tokens this router has in flight there) and evictable; unknown (not reported yet): its capacity."""
@@ -353,18 +369,23 @@ class PDRouter(_Pool):
                     return
                 except Exception as exc:
                     if not started:  # the decode side failed first: was it the prefill worker's fault?
-                        await asyncio.wait({prefill}, timeout=RELEASE_WAIT_S)
+                        if _prefill_may_be_at_fault(exc):
+                            await asyncio.wait({prefill}, timeout=RELEASE_WAIT_S)
                         failed = prefill.exception() if prefill.done() else None
                         if _retryable(failed, exc):
                             raise PrefillFailed(f"the prefill worker {member.url} failed: {failed}") from exc
                     raise
                 started = True
                 yield delta
+        except BaseException:
+            # Failed or abandoned: a prefill still running (waiting for a room no decode worker will
+            # register, or sending to one that let go) is cancelled, and its worker drops the room.
+            prefill.cancel()
+            raise
         finally:
             await decode.aclose()
             if not prefill.done():
-                with contextlib.suppress(asyncio.TimeoutError, Exception):
-                    await asyncio.wait_for(asyncio.shield(prefill), PREFILL_TIMEOUT_S)
+                await asyncio.wait({prefill}, timeout=PREFILL_TIMEOUT_S)
             if prefill.done() and not prefill.cancelled():
                 prefill.exception()  # retrieved: a failed prefill has failed the request already
 

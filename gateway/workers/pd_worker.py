@@ -105,8 +105,11 @@ class DisaggWorker(LocalWorker):
         return self._handoff(request)
 
     async def _handoff(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
-        """A failed handoff is this request's 503 (`kv_transfer_failed`, `kv_handshake_failed`), not
-        the engine's: a router keeps the worker in its pool and may try another prefill worker."""
+        """A failed handoff is this request's 503, not the engine's: a router keeps the worker in its
+        pool and may try another prefill worker. The code says how far it got: `kv_reservation_failed`
+        (a decode worker with no room for it: no prefill worker was contacted), `kv_handshake_failed`,
+        `kv_transfer_failed` (the peer failed, went away or timed out)."""
+        from radixgate.engine.disagg.decode import ReservationError
         from radixgate.engine.disagg.layout import HandshakeError, TransferError
 
         deltas = self._prefill(request) if self.prefill_side is not None else self._decode(request)
@@ -116,18 +119,20 @@ class DisaggWorker(LocalWorker):
                     yield delta
         except (HandshakeError, TransferError) as exc:
             code = "kv_handshake_failed" if isinstance(exc, HandshakeError) else "kv_transfer_failed"
+            code = "kv_reservation_failed" if isinstance(exc, ReservationError) else code
             raise APIError(503, str(exc), code=code, type="server_error") from None
 
     async def _prefill(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
-        assert self.prefill_side is not None and request.bootstrap is not None
-        result = await asyncio.to_thread(
-            self.prefill_side.prefill,
-            request.bootstrap.room,
-            request.input_ids,
-            normalized(request.sampling),
-            request.cache_salt,
-            request.rid,
+        assert self.prefill_side is not None and (boot := request.bootstrap) is not None
+        side = self.prefill_side
+        work = asyncio.to_thread(
+            side.prefill, boot.room, request.input_ids, normalized(request.sampling), request.cache_salt, request.rid
         )
+        try:
+            result = await work
+        except asyncio.CancelledError:  # the router (or client) went away: no decode worker may ever come
+            side.cancel(boot.room, request.rid)
+            raise
         yield StreamDelta(list(result.output.token_ids), result.output.text, True, result.output)
 
     async def _decode(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:

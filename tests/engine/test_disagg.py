@@ -4,9 +4,11 @@ reserved page when a transfer fails."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -265,3 +267,40 @@ def test_a_cancelled_decode_shuts_its_transfer_and_releases_the_pages(pd):
     with pytest.raises(TransferError, match="cancelled"):
         decode.start(31, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY, None, "cancel-early")
     decode.engine.check_idle_invariant()
+
+
+@contextlib.contextmanager
+def _waiting(prefill: PrefillSide, room: int) -> Iterator[Future]:
+    """`prefill.prefill(room)` running in a thread, once it waits for its room's decode worker."""
+    with ThreadPoolExecutor(1) as pool:
+        future = pool.submit(prefill.prefill, room, list(range(100, 140)), GREEDY)
+        for _ in range(3000):
+            if prefill.num_waiting:
+                break
+            threading.Event().wait(0.01)
+        assert prefill.num_waiting == 1, "the prefill never waited for its room"
+        yield future
+
+
+def test_a_room_fails_at_once_when_its_decode_worker_is_refused_or_its_request_cancelled(pd):
+    """The prefill side waits for a room no longer than it must: a decode worker refused at the
+    handshake names the room it came for, and a cancelled request (its router saw the decode side
+    fail first) stops waiting; a decode worker registering after the cancel is refused at once."""
+    ids = list(range(100, 140))
+    for backends, room, error in [(("tcp", "shm"), 40, HandshakeError), (("tcp", "tcp"), 41, TransferError)]:
+        prefill, decode = pd(backend=backends[0], decode_backend=backends[1])
+        prefill.server.timeout_s = prefill.timeout_s = decode.timeout_s = 120.0  # never the time-outs below
+        with _waiting(prefill, room) as waiting:
+            if error is HandshakeError:
+                with pytest.raises(HandshakeError, match="transfer backend"):
+                    decode.generate(room, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY)
+            else:
+                prefill.cancel(room, "gone")
+            with pytest.raises(error, match="transfer backend" if error is HandshakeError else "cancelled"):
+                waiting.result(timeout=30)  # well inside the room's time-out
+        assert prefill.num_waiting == 0
+        if error is TransferError:
+            with pytest.raises(TransferError, match=f"bootstrap_room {room} failed: .*cancelled"):
+                decode.generate(room, "127.0.0.1", prefill.bootstrap_port, ids, GREEDY)
+        decode.engine.check_idle_invariant()
+        prefill.engine.check_idle_invariant()

@@ -5,11 +5,13 @@ a registered prefill, and refused by name everywhere else."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi.testclient import TestClient
+from in_thread_server import serve_in_thread
 
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
@@ -160,3 +162,57 @@ def test_the_pd_router_chooses_the_decode_worker_by_its_cache_and_its_reported_m
     assert chosen() == a.url
     a.candidate.num_tokens = 40000  # in flight there: a queue, and KV its report does not show yet
     assert chosen() == b.url
+
+
+@pytest.mark.parametrize("refusal", ["handshake", "bootstrap_address"])
+def test_a_decode_failing_before_it_registers_fails_the_request_at_once_and_frees_the_prefill(pair, worker, refusal):
+    """Through radixgate's PD router over real HTTP: a decode worker that refuses the handshake, or
+    refuses the prefill's bootstrap address (400), never registers the room. The router cancels the
+    prefill request, whose worker stops waiting for the room, so the client's error comes well
+    inside the room's time-out (120 s here) and both sides end idle."""
+    import asyncio
+
+    from radixgate.engine.protocol import GenerateRequest, SamplingParams
+    from radixgate.gateway.workers.pd_router import PDRouter
+
+    _, _, prefill, _ = pair
+    side = prefill.prefill_side
+    assert side is not None
+    side.server.timeout_s = side.timeout_s = 120.0
+    allowed = (f"127.0.0.1:{side.bootstrap_port}",) if refusal == "handshake" else ()
+    backend = "shm" if refusal == "handshake" else "tcp"  # the prefill worker's is tcp
+    decode_config = DisaggConfig("decode", backend, prefill_bootstraps=allowed)
+    decode = DisaggWorker(worker.engine, decode_config, WORKER_KEY.encode())
+    config = GatewayConfig(worker_api_key=WORKER_KEY)
+
+    async def route(prefill_url: str, decode_url: str) -> BaseException:
+        router = PDRouter(None, "tiny", [(prefill_url, side.bootstrap_port)], [decode_url], worker_api_key=WORKER_KEY)
+        await router.start()
+        try:
+            request = GenerateRequest(f"early-{refusal}", list(range(200, 300)), SamplingParams(max_new_tokens=4))
+            with pytest.raises(Exception) as failed:
+                async for _ in router.stream(request):
+                    pass
+            return failed.value
+        finally:
+            await router.stop()
+            router.close()
+
+    try:
+        with (
+            serve_in_thread(create_app(config, worker=prefill), "prefill worker") as prefill_url,
+            serve_in_thread(create_app(config, worker=decode), "decode worker") as decode_url,
+        ):
+            error = asyncio.run(asyncio.wait_for(route(prefill_url, decode_url), 30))
+            for _ in range(3000):  # the prefill worker sees its request closed
+                if side.num_waiting == 0:
+                    break
+                threading.Event().wait(0.01)
+            assert side.num_waiting == 0, "the prefill worker still waits for a room nobody will register"
+    finally:
+        side.server.timeout_s = side.timeout_s = 30.0
+        assert decode.decode_side is not None
+        decode.decode_side.close()
+    words = "transfer backend" if refusal == "handshake" else "not a registered prefill bootstrap address"
+    assert words in str(error), error
+    prefill.check_idle_invariant()
