@@ -29,9 +29,9 @@ import httpx
 
 from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateOutput, GenerateRequest, StreamDelta
 
-from ..api.errors import APIError
 from ..observe.telemetry import trace_headers
 from ..tenancy.auth import SALT_HEADER, WEIGHT_HEADER
+from .failures import WorkerError, WorkerUnavailable, error_of, failed_on, is_down, status_failure
 from .native_output import native_output, output_logprobs
 
 CONNECT_TIMEOUT_S = 2.0
@@ -41,55 +41,7 @@ KEEPALIVE_EXPIRY_S = 1.0  # idle connections dropped before a worker drops them 
 LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_EXPIRY_S)
 SCHEMES = {"http": "radixgate", "https": "radixgate", "openai+http": "openai", "openai+https": "openai"}
 SCHEMES |= {"vllm+http": "vllm", "vllm+https": "vllm"}
-
-
-# What a failure says about the request decides whether the pool may send it to another worker:
-# - `WorkerUnavailable`: nothing about it. The worker never took it (connection refused, connect
-#   timeout, 502/503/504 or 401/403/404/429 before admission, a worker draining): another may serve it.
-# - `WorkerError`: the worker took it and failed it (an error in its stream, a 500, a connection
-#   reset once sent): the same request could fail the next worker the same way, so it is never
-#   retried. `code` is the worker's error code ("engine_unavailable": its engine has stopped).
-# - `ValueError`: the worker rejected it (4xx): the client's error, never retried.
-RETRYABLE_STATUSES = (401, 403, 404, 429, 502, 503, 504)
-ENGINE_DOWN = "engine_unavailable"
-
-
-class WorkerUnavailable(Exception):
-    """The worker could not take the request (nothing was streamed): another worker may."""
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class WorkerError(RuntimeError):
-    """The worker took the request and failed it: never retried elsewhere."""
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def is_down(exc: Exception) -> bool:
-    """The failure says the worker cannot serve anything now: connection refused, engine stopped."""
-    refused = isinstance(exc.__cause__, Exception) and "Connect" in type(exc.__cause__).__name__
-    return refused or getattr(exc, "code", None) == ENGINE_DOWN
-
-
-def failed_on(worker: str, exc: Exception) -> Exception:
-    """What a request a worker took and failed ends with: a 500 when the worker failed this request
-    alone (`request_failed`), else a RuntimeError (the gateway's 503: that engine cannot serve)."""
-    if getattr(exc, "code", None) == "request_failed":
-        return APIError(500, f"{worker}: {exc}", code="request_failed", type="server_error")
-    return RuntimeError(f"{worker}: {exc}")
-
-
-def _error_of(body: Any) -> tuple[str, str | None]:
-    """(message, code) of an OpenAI-style error body, or of anything else."""
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return str(error.get("message", error)), error.get("code")
-    return str(error if error is not None else body)[:500], None
+__all__ = ["WorkerError", "WorkerUnavailable", "failed_on", "is_down"]  # their home is failures.py
 
 
 def parse_worker_url(url: str) -> tuple[str, str]:
@@ -112,7 +64,7 @@ async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]
             return
         event = json.loads(data)
         if "error" in event:
-            raise WorkerError(*_error_of(event))
+            raise WorkerError(*error_of(event))
         yield event
 
 
@@ -179,16 +131,7 @@ class HTTPWorker:
         if response.status_code >= 400:
             text = (await response.aread()).decode(errors="replace")
             await response.aclose()
-            try:
-                message, code = _error_of(json.loads(text))
-            except ValueError:
-                message, code = text[:500], None
-            status = response.status_code
-            if status in RETRYABLE_STATUSES:
-                raise WorkerUnavailable(f"{self.base_url} answered {status}: {message}", code)
-            if status >= 500:
-                raise WorkerError(f"{self.base_url} answered {status}: {message}", code)
-            raise ValueError(message)
+            raise status_failure(self.base_url, response.status_code, text)
         return response
 
     async def probe(self) -> dict[str, Any]:
@@ -196,7 +139,7 @@ class HTTPWorker:
         response = await self.client.get("/health", headers=self._headers(), timeout=PROBE_TIMEOUT_S)
         if response.status_code != 200:  # the worker's own reason, "unhealthy: engine loop crashed: ..."
             try:
-                reason = _error_of(response.json())[0]
+                reason = error_of(response.json())[0]
             except ValueError:
                 reason = response.text[:500]
             raise WorkerUnavailable(f"/health answered {response.status_code}: {reason}")
