@@ -30,6 +30,8 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from typing import Any
 
+from radixgate.engine.kvcache.template_credit import give_credit
+
 from .router_presets import PRESETS, REPORTING, TUNING, Preset, build, pool_tokens
 from .router_workload import prompt_ids, template_tokens
 from .trace import PoolTree
@@ -70,6 +72,7 @@ def hit_rate(requests: Sequence[Request], pool: int, policy: str, horizon: int =
     candidate with its horizon in requests)."""
     candidate = policy in CANDIDATES
     tree = PoolTree(1, pool, "lru" if candidate else policy)
+    engine_credit = policy == "template"  # the engine's policy, credited as the gateway does
     if candidate:
         tree.cache._key = lambda node: node.last_access + node.priority  # lru with credit
     queried = cached = 0
@@ -86,6 +89,8 @@ def hit_rate(requests: Sequence[Request], pool: int, policy: str, horizon: int =
             credit = int(horizon * TICKS_PER_REQUEST * share)
         static_credit = horizon * TICKS_PER_REQUEST if policy == "template-static" and seen[template] else 0
         hit = tree.serve(ids[:-1], credit, (static, static_credit))  # the last prompt token is always computed
+        if engine_credit and seen[template]:  # gateway/generation.py's rule, kvcache/template_credit.py's code
+            give_credit(tree.cache, ids[: min(static, len(ids) - 1)], None, horizon, sum(seen.values()) + 1)
         queried, cached = queried + len(ids), cached + hit
         seen[template] += 1
         hits_by_template[template] += hit
@@ -115,6 +120,20 @@ def study(tokenizer: Any, role: str, horizons: Sequence[int]) -> dict[str, dict[
     return out
 
 
+def study_engine(tokenizer: Any, role: str, horizon: int) -> dict[str, float]:
+    """preset -> hit rate under the engine's `template` policy, credit given as the gateway gives it."""
+    out: dict[str, float] = {}
+    for preset in PRESETS.values():
+        if preset.role == role and preset.family != "trace":
+            rates = []
+            for seed in preset.seeds:
+                requests = preset_requests(preset, seed, tokenizer)
+                pool = pool_tokens(preset, [ids for _, ids, _ in requests]) * preset.workers
+                rates.append(hit_rate(requests, pool, "template", horizon))
+            out[preset.name] = statistics.mean(rates)
+    return out
+
+
 def _print(table: dict[str, dict[str, float]], title: str) -> None:
     columns = list(next(iter(table.values())))
     print(title)
@@ -138,4 +157,7 @@ def print_template_study() -> None:
     for cand, h in chosen.items():
         for name, row in study(tokenizer, REPORTING, (h,)).items():
             reporting.setdefault(name, {"lru": row["lru"], "slru": row["slru"]})[f"{cand} H={h}"] = row[f"{cand} H={h}"]
-    _print(reporting, "REPORTING presets (seed 100), run once with the chosen horizons:")
+    engine = study_engine(tokenizer, REPORTING, chosen["template-static"])
+    for name, rate in engine.items():
+        reporting[name][f"template H={chosen['template-static']}"] = rate
+    _print(reporting, "REPORTING presets (seed 100), run once with the chosen horizons; `template`: the engine's")

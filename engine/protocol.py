@@ -32,9 +32,10 @@ from .sampling_fields import check_field_kinds
 MAX_TOP_LOGPROBS = 20  # as OpenAI's top_logprobs
 LOGPROB_FIELDS = ("return_logprob", "top_logprobs_num", "logprob_start_len")  # top level of /generate
 # Scheduling and retention, per request: also at the top level of /generate (SGLang's `priority`).
-REQUEST_FIELDS = ("priority", "cache_pins")
+REQUEST_FIELDS = ("priority", "cache_pins", "cache_credit")
 TOP_LEVEL_FIELDS = (*LOGPROB_FIELDS, *REQUEST_FIELDS)
 MAX_PIN_TTL_S = 24 * 3600.0  # a pin lives at most a day (OpenAI's longest retention)
+MAX_CREDIT_REQUESTS = 4096  # a template's static prefix looks at most this many requests younger
 TopLogprobs = list[tuple[int, float]]  # (token id, logprob), best first
 
 
@@ -71,14 +72,19 @@ class SamplingParams:
     # Not sampling, but per-request options that travel with it to every worker kind:
     # `priority` (SGLang's: higher first; honoured under enable_priority_scheduling), and
     # `cache_pins`, (prefix tokens, ttl seconds) pairs: hold that prefix of the prompt against
-    # eviction for ttl seconds, each hit restarting it (kvcache/pins.py).
+    # eviction for ttl seconds, each hit restarting it (kvcache/pins.py); `cache_credit`, empty or
+    # (prefix tokens, requests): what the gateway gives a returning template's static prefix, kept
+    # by the `template` eviction policy (kvcache/template_credit.py).
     priority: int = 0
     cache_pins: tuple[tuple[int, float], ...] = ()
+    cache_credit: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.cache_pins, list):  # JSON's lists: kept as tuples, so equal requests compare equal
             pins = tuple(tuple(p) if isinstance(p, list) else p for p in self.cache_pins)
             object.__setattr__(self, "cache_pins", pins)
+        if isinstance(self.cache_credit, list):
+            object.__setattr__(self, "cache_credit", tuple(self.cache_credit))
         check_field_kinds(self)  # types, finiteness, seed range, UTF-8 text: sampling_fields.py
         for tokens, ttl in self.cache_pins:
             if tokens < 1 or not 0 < ttl <= MAX_PIN_TTL_S:
@@ -86,6 +92,11 @@ class SamplingParams:
                     f"cache_pins entries are [prefix tokens >= 1, ttl seconds in (0, {MAX_PIN_TTL_S:g}]], "
                     f"got [{tokens}, {ttl}]"
                 )
+        if self.cache_credit and not (self.cache_credit[0] >= 1 and 1 <= self.cache_credit[1] <= MAX_CREDIT_REQUESTS):
+            raise ValueError(
+                f"cache_credit is [prefix tokens >= 1, requests in [1, {MAX_CREDIT_REQUESTS}]], "
+                f"got {list(self.cache_credit)}"
+            )
         self._check_penalties_and_logprobs()
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
@@ -157,11 +168,13 @@ class SamplingParams:
     # ---- the native encoding: SGLang's /generate JSON --------------------------------------------
     def to_native(self) -> dict[str, Any]:
         """`{"sampling_params": {...}, "return_logprob": .., "top_logprobs_num": .., "logprob_start_len": ..,
-        "priority": .., "cache_pins": [[tokens, ttl_s], ...]}`: every field, the logprob ones and the
-        request ones at the top level as SGLang has them, logit_bias keys as strings."""
+        "priority": .., "cache_pins": [[tokens, ttl_s], ...], "cache_credit": [tokens, requests] or []}`:
+        every field, the logprob ones and the request ones at the top level as SGLang has them,
+        logit_bias keys as strings."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         top = {name: values.pop(name) for name in TOP_LEVEL_FIELDS}
         top["cache_pins"] = [list(p) for p in top["cache_pins"]]
+        top["cache_credit"] = list(top["cache_credit"])
         if values["logit_bias"] is not None:
             values["logit_bias"] = {str(k): v for k, v in values["logit_bias"].items()}
         return {"sampling_params": values, **top}

@@ -19,6 +19,7 @@ thread, with a ValueError naming the field; it never reaches the loop):
 | `token_ids` | stop_token_ids                           | None or a list of ints in int64                   |
 | `bias`      | logit_bias                               | None or a dict int -> finite float                |
 | `pins`      | cache_pins                               | a tuple of (int prefix tokens, finite ttl s)      |
+| `credit`    | cache_credit                             | () or a pair of ints (prefix tokens, requests)    |
 
 Whether token ids are inside the vocabulary is checked where the vocabulary is known
 (`scheduler/request.py`'s `check_request`).
@@ -61,6 +62,7 @@ FIELD_KINDS: dict[str, str] = {
     "json_any_whitespace": "bool",
     "priority": "int",
     "cache_pins": "pins",
+    "cache_credit": "credit",
 }
 
 
@@ -144,6 +146,9 @@ def _check_one(name: str, kind: str, value: Any) -> None:
             and all(isinstance(p, tuple) and len(p) == 2 and is_int64(p[0]) and is_finite_number(p[1]) for p in value)
         ):
             raise ValueError(f"{name} must be a list of [prefix tokens, ttl seconds] pairs, got {_shown(value)}")
+    elif kind == "credit":
+        if not (isinstance(value, tuple) and len(value) in (0, 2) and all(is_int64(v) for v in value)):
+            raise ValueError(f"{name} must be [] or [prefix tokens, requests], got {_shown(value)}")
     else:
         raise AssertionError(f"unknown field kind {kind!r} for {name}")
 

@@ -18,13 +18,16 @@ from radixgate.engine.protocol import GenerateOutput, GenerateRequest, StreamDel
 from .api.errors import APIError, from_engine_error
 from .api.retention import ttl_seconds
 from .diagnostics.requests import JobDiagnostics, finish
-from .observe.prompt_stats import PromptView, RequestTags, template_of
+from .observe.prompt_stats import UNTAGGED, PromptView, RequestTags, template_of
 from .observe.telemetry import fail_request_span, finish_request_span, start_request_span, with_current_span
 from .state import AppState, request_log
 from .tenancy.auth import tenant_weight
 
 T = TypeVar("T")
 DISCONNECT_POLL_S = 0.25
+# The `template` eviction policy's credit for a returning template's static prefix, in requests:
+# the horizon chosen on the router bench's TUNING presets (`radixgate bench retention --part template`).
+TEMPLATE_CREDIT_REQUESTS = 128
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ async def stream_job(state: AppState, job: Job) -> AsyncGenerator[StreamDelta, N
     if job.tags.static_prefix_ttl is not None and job.static_tokens > 0:  # pin the SDK's static part
         pin = (job.static_tokens, ttl_seconds(job.tags.static_prefix_ttl, "metadata.static_prefix_ttl"))
         r = replace(r, sampling=replace(sp, cache_pins=(*sp.cache_pins, pin)))
+    r = with_template_credit(state, job, r)
     sampling = {"max_tokens": sp.max_new_tokens, "temperature": sp.temperature, "top_p": sp.top_p, "seed": sp.seed}
     span = start_request_span(state.tracer, job.operation, state.model_name, job.tenant, job.tags.template, sampling)
     log_job(state, job)
@@ -144,6 +148,23 @@ async def stream_job(state: AppState, job: Job) -> AsyncGenerator[StreamDelta, N
             state.metrics.observe_failed(job.endpoint, outcome)
             if outcome == "aborted":
                 fail_request_span(span, "aborted", "the client went away or the request was cancelled")
+
+
+def with_template_credit(state: AppState, job: Job, r: GenerateRequest) -> GenerateRequest:
+    """The request with `cache_credit` on its static prefix when its template has come back (a
+    finished request of it, this tenant's, measured already) and it set none itself. Given only when
+    every worker that could serve it honours the field, so the credit never narrows where it can go."""
+    template = template_of(job.tags, r.route_hint).template
+    if job.static_tokens <= 0 or template == UNTAGGED or r.sampling.cache_credit:
+        return r
+    members = getattr(state.worker, "members", None)  # a pool's, else the one co-located worker
+    backends = [m.backend for m in members.values()] if members is not None else [state.worker]
+    if any("cache_credit" in b.unsupported_fields for b in backends):
+        return r
+    if state.prompt_stats.requests_of(job.tenant, template) < 1:
+        return r
+    credit = (job.static_tokens, TEMPLATE_CREDIT_REQUESTS)
+    return replace(r, sampling=replace(r.sampling, cache_credit=credit))
 
 
 def _observe(

@@ -10,12 +10,17 @@
 | fifo     | creation                                   | the newest inserts                      |
 | mru      | -last access                               | the oldest prefixes (cyclic scans)      |
 | filo     | -creation                                  | the oldest inserts                      |
+| template | last access + credit                       | static prefixes of returning templates  |
 
 A node's hits count the matches that reached it; its priority is the highest priority of the
-requests that inserted or matched it. How the tree stays incremental: it pushes (key, seq, node)
-on a heap whenever a node becomes an evictable leaf or its key changes while it is one (every key
-changes only when the node is touched, and a touched leaf is pushed), and an entry whose key is no
-longer the node's is stale and skipped when popped. No policy scans the tree.
+requests that inserted or matched it; its credit is what the gateway gave a returning template's
+static prefix (`template_credit.py`), so under `template` such a node looks that many tree-clock
+ticks younger than it is, and every other node is ordered as under lru.
+
+How the tree stays incremental: it pushes (key, seq, node) on a heap whenever a node becomes an
+evictable leaf or its key changes while it is one (every key changes only when the node is touched
+or credited, and such a leaf is pushed), and an entry whose key is no longer the node's is stale
+and skipped when popped. No policy scans the tree.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from .tree_node import TreeNode
 
 __all__ = ["DEFAULT_EVICTION_POLICY", "EVICTION_POLICIES", "SLRU_PROTECTED_HITS", "eviction_key"]
 
-EVICTION_POLICIES = ("lru", "lfu", "slru", "priority", "fifo", "mru", "filo")
+EVICTION_POLICIES = ("lru", "lfu", "slru", "priority", "fifo", "mru", "filo", "template")
 DEFAULT_EVICTION_POLICY = "lru"
 SLRU_PROTECTED_HITS = 2  # a node matched this often leaves the probationary segment
 
@@ -45,6 +50,10 @@ def _filo(node: TreeNode) -> int:
     return -node.created
 
 
+def _template(node: TreeNode) -> int:
+    return node.last_access + node.credit
+
+
 # attrgetter runs in C: the default policy costs no Python call per push or pop.
 _KEYS: dict[str, Callable[[TreeNode], Any]] = {
     "lru": attrgetter("last_access"),
@@ -54,6 +63,7 @@ _KEYS: dict[str, Callable[[TreeNode], Any]] = {
     "fifo": attrgetter("created"),
     "mru": _mru,
     "filo": _filo,
+    "template": _template,
 }
 
 

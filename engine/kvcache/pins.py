@@ -163,7 +163,7 @@ class PinTable:
                 n = len(node.key)
                 moved += n
                 if node.lock_ref == 0:
-                    cache.evictable_size -= delta * n
+                    cache.add_evictable(node, -delta * n)
                     cache.pinned_size += delta * n
             node.pin_ref += delta
             assert node.pin_ref >= 0, "unpinned a node twice"

@@ -21,6 +21,7 @@ Token accounting (every cached token is in exactly one column; device nodes only
 | column          | what it holds                                   | changes when                      |
 |-----------------|-------------------------------------------------|-----------------------------------|
 | evictable_size  | tokens in nodes with lock_ref == pin_ref == 0   | insert (+), evict (-), unlock (+) |
+|                 | (and per namespace: evictable_by_namespace)     |                                   |
 | protected_size  | tokens in nodes with lock_ref > 0               | lock (+, from the others), unlock |
 | pinned_size     | tokens in nodes with lock_ref == 0 < pin_ref    | pin / unpin (`pins.py`), lock     |
 | host_size       | tokens with a host copy (a separate pool)       | host copy set (+) or dropped (-)  |
@@ -37,6 +38,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from .eviction import DEFAULT_EVICTION_POLICY, eviction_key
+from .flush import drop_all, drop_namespace
 from .tree_node import PrefixMatch, TreeNode, common_prefix_len
 
 __all__ = ["RadixCache", "TreeNode", "PrefixMatch", "common_prefix_len"]
@@ -60,6 +62,7 @@ class RadixCache:
         self.pins: Any = None  # pins.PinTable, when TTL pins are on
         self.fair: Any = None  # tenant_share.TenantShares, when eviction keeps tenants' fair shares
         self.tokens_by_namespace: Counter[Hashable] = Counter()  # device tokens per namespace
+        self.evictable_by_namespace: Counter[Hashable] = Counter()  # evictable_size per namespace
         self.roots: dict[Hashable, TreeNode] = {}
         self.evictable_size = self.protected_size = self.pinned_size = self.host_size = self.num_nodes = 0
         self._clock = itertools.count(1)
@@ -130,6 +133,7 @@ class RadixCache:
         upper = TreeNode(child.key[:n], upper_slots, parent)  # depth: parent's + n
         upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
         upper.created, upper.priority, upper.pin_ref = child.created, child.priority, child.pin_ref
+        upper.credit = child.credit
         upper.host_lock_ref = child.host_lock_ref
         parent.children[self._child_key(upper.key)] = upper
         child.key, child.parent = child.key[n:], upper
@@ -175,7 +179,7 @@ class RadixCache:
                 self.num_nodes += 1
                 if self.events is not None:
                     self.events.stored(new)
-                self.evictable_size += end - pos
+                self.add_evictable(new, end - pos)
                 self.tokens_by_namespace[new.namespace] += end - pos
                 self._push(new)
                 return existing
@@ -188,7 +192,7 @@ class RadixCache:
             if child.device_slots is None:
                 assert child.lock_ref == 0, "a node off the device cannot be locked"
                 child.device_slots = tuple(slots[pos : pos + n])
-                self.evictable_size += n
+                self.add_evictable(child, n)
                 self.tokens_by_namespace[child.namespace] += n
                 if self.events is not None:
                     self.events.stored(child)
@@ -225,7 +229,14 @@ class RadixCache:
         if node.pin_ref:
             self.pinned_size += n
         else:
-            self.evictable_size += n
+            self.add_evictable(node, n)
+
+    def add_evictable(self, node: TreeNode, n: int) -> None:
+        """n more (or fewer) evictable tokens, in `node`'s namespace: the fair pass skips a tenant
+        with none (a tenant with evictable tokens has an evictable leaf: what is unlocked and
+        unpinned has no locked or pinned node below it)."""
+        self.evictable_size += n
+        self.evictable_by_namespace[node.namespace] += n
 
     # ---- eviction -----------------------------------------------------------------------------
     def _push(self, node: TreeNode) -> None:
@@ -271,7 +282,7 @@ class RadixCache:
     def _evict_leaf(self, node: TreeNode) -> int:
         """Takes one evictable leaf off the device (keeping it host-only if `demote` copied it)."""
         freed = len(node.key)
-        self.evictable_size -= len(node.key)
+        self.add_evictable(node, -freed)
         self.tokens_by_namespace[node.namespace] -= len(node.key)
         keep = self.demote is not None and self.demote(node)
         if self.events is not None:
@@ -330,56 +341,12 @@ class RadixCache:
         return node.namespace  # every node carries its root's
 
     def reset(self) -> None:
-        """Drops every node, freeing their slots. Only valid when no node is locked."""
-        assert self.protected_size == 0, "reset while requests hold cached prefixes"
-        for root in self.roots.values():
-            stack = list(root.children.values())
-            while stack:
-                node = stack.pop()
-                stack.extend(node.children.values())
-                if node.device_slots is not None:
-                    self._free_slots(node.device_slots)
-                if node.host_slots is not None:
-                    self.drop_host_slots(node, announce=False)
-                node.is_evicted = True
-        if self.events is not None:
-            self.events.cleared()
-        if self.pins is not None:
-            self.pins.clear()
-        self.roots.clear()
-        self._heap.clear()
-        self.evictable_size = self.protected_size = self.pinned_size = self.num_nodes = 0
-        self.tokens_by_namespace.clear()
+        """Drops every node, freeing their slots. Only valid when no node is locked (`flush.py`)."""
+        drop_all(self)
 
     def reset_namespace(self, namespace: Hashable) -> bool:
-        """Drops every node of one namespace (a tenant's salt), freeing their slots; other namespaces
-        keep theirs. Refused (False, nothing changed) while a request holds a node of it."""
-        root = self.roots.get(namespace)
-        if root is None:
-            return True
-        nodes = []
-        stack = list(root.children.values())
-        while stack:
-            node = stack.pop()
-            stack.extend(node.children.values())
-            nodes.append(node)
-        if any(n.lock_ref or n.host_lock_ref for n in nodes):
-            return False
-        for node in nodes:
-            if node.device_slots is not None:
-                if self.events is not None:
-                    self.events.removed(node)
-                self._free_slots(node.device_slots)
-                self._move_unlocked(node, -len(node.key))
-            if node.host_slots is not None:
-                self.drop_host_slots(node)
-            node.is_evicted = True  # its heap entries are now stale
-        self.num_nodes -= len(nodes)
-        if self.pins is not None:
-            self.pins.clear(namespace, everything=False)
-        self.tokens_by_namespace.pop(namespace, None)
-        del self.roots[namespace]
-        return True
+        """Drops one namespace's nodes; False, nothing changed, while a request holds one (`flush.py`)."""
+        return drop_namespace(self, namespace)
 
     # ---- introspection ------------------------------------------------------------------------
     def iter_nodes(self):

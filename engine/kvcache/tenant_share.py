@@ -6,8 +6,9 @@ A tenant is a namespace of the radix tree (its cache salt). It is active while i
 within `window_s` seconds; its share of the device pool is `capacity * weight / (sum of the active
 tenants' weights)`, and an inactive tenant's share is 0. With `is_fair` on, `evict` pops leaves in
 the eviction policy's order but sets aside those of tenants at or below their share while some
-tenant holds more than its share; when the tenants above their share have nothing evictable left,
-the set-aside leaves go in policy order after all (a request is never refused for fairness). The
+tenant holds more than its share; when the tenants above their share have nothing evictable left
+(`cache.evictable_by_namespace`, so the pass ends without popping the rest of the heap), the
+set-aside leaves go in policy order after all (a request is never refused for fairness). The
 same shares cap each tenant's TTL pins (`pin_cap`: its share of the pin budget).
 
 What a tenant holds, for its share: its device tokens in the tree (`cache.tokens_by_namespace`,
@@ -73,23 +74,24 @@ class TenantShares:
         def is_over(ns: Hashable) -> bool:
             return held[ns] + in_flight[ns] + incoming.get(ns, 0) > fair.get(ns, 0)
 
-        over = {ns for ns, n in held.items() if n and is_over(ns)}
+        evictable = cache.evictable_by_namespace
+        # only tenants with something evictable: one with nothing left is no reason to pop the heap
+        over = {ns for ns, n in held.items() if n and evictable[ns] and is_over(ns)}
         freed, set_aside = 0, []
-        while freed < num_tokens and cache._heap:
+        while over and freed < num_tokens and cache._heap:
             entry = heapq.heappop(cache._heap)
             if not cache._is_live(entry):
                 continue
             ns = entry[2].namespace
-            if over and ns not in over:
+            if ns not in over:
                 set_aside.append(entry)
                 continue
             freed += cache._evict_leaf(entry[2])
-            if over:
-                # counted where others have a share too: a lone active tenant (its share the whole
-                # pool) is over it on every eviction, counting what it is about to allocate
-                self.num_fair_evictions += fair.get(ns, 0) < self.capacity
-                if not is_over(ns):
-                    over.discard(ns)  # down to its share: no longer first in line
+            # counted where others have a share too: a lone active tenant (its share the whole
+            # pool) is over it on every eviction, counting what it is about to allocate
+            self.num_fair_evictions += fair.get(ns, 0) < self.capacity
+            if not is_over(ns) or not evictable[ns]:
+                over.discard(ns)  # down to its share, or nothing left: no longer first in line
         for entry in set_aside:  # policy order again for the others; evicted from if still short
             heapq.heappush(cache._heap, entry)
         while freed < num_tokens and cache._heap:

@@ -34,6 +34,7 @@ class TreeNode:
         "hit_count",
         "created",
         "priority",
+        "credit",
         "is_evicted",
         "host_slots",
         "host_lock_ref",
@@ -57,6 +58,7 @@ class TreeNode:
         self.hit_count = 0  # matches that reached this node
         self.created = 0  # the tree's clock when the node was inserted (fifo, filo)
         self.priority = 0  # highest priority of the requests that inserted or matched it
+        self.credit = 0  # tree-clock ticks a template's static prefix looks younger (template_credit.py)
         self.is_evicted = False
 
     @property

@@ -30,6 +30,7 @@ from ..kvcache.page_allocator import PageAllocator
 from ..kvcache.pins import PinTable
 from ..kvcache.radix_cache import RadixCache, TreeNode
 from ..kvcache.slot_table import SlotTable
+from ..kvcache.template_credit import give_credit
 from ..kvcache.tenant_share import TenantShares
 from .request import Req
 
@@ -90,6 +91,7 @@ class CacheManager:
             hicache.attach(self.radix_cache)
         self.pins: PinTable | None = None  # TTL pins (kvcache/pins.py); set by from_config
         self.shares = TenantShares(self.capacity)  # tenants' fair shares (kvcache/tenant_share.py)
+        self.num_requests_released = 0  # the tree clock's rate per request, for template credit
 
     def enable_pins(self, max_pinned_ratio: float, clock: Any = None, tenant_cap: Any = None) -> PinTable | None:
         """TTL pins inside `max_pinned_ratio` of the pool; with HiCache a released pin is copied down first."""
@@ -302,6 +304,7 @@ class CacheManager:
                     )
             self.allocator.free(req.own_pages[num_tree_pages:])
             self._apply_pins(req, aligned)
+            self._give_credit(req, aligned)
             self.radix_cache.dec_lock_ref(req.last_node)
         else:
             self.allocator.free(req.own_pages)
@@ -340,6 +343,16 @@ class CacheManager:
                 node = self.radix_cache.match_prefix(req.fill_ids()[:end], req.cache_salt, count_hit=False)[1]
                 assert node.depth == end, "a computed prefix must be in the tree"
                 req.pin_results[i] = (end, ttl_s, self.pins.pin(node, ttl_s, req.cache_salt))
+
+    def _give_credit(self, req: Req, computed: int) -> None:
+        """The `template` policy's credit for the request's static prefix, once it is in the tree
+        (`SamplingParams.cache_credit`; kvcache/template_credit.py), counting the request served."""
+        assert self.radix_cache is not None
+        self.num_requests_released += 1
+        if req.sampling.cache_credit:
+            tokens, requests = req.sampling.cache_credit
+            end = min(tokens, len(req.origin_input_ids), computed)
+            give_credit(self.radix_cache, req.fill_ids()[:end], req.cache_salt, requests, self.num_requests_released)
 
     def flush(self) -> None:
         if self.radix_cache is not None:

@@ -207,6 +207,7 @@ GENERATE_FIELDS: dict[str, FieldRule] = {
     "priority": _h("higher first; with --enable-priority-scheduling (else non-zero is a 400)"),
     "cache_ttl": _h("pin the prompt's prefix for '5m', '1h', ... or seconds (meta_info.cache_pins says if)"),
     "cache_pins": _h("[[prefix tokens, ttl seconds], ...] pins (what a front sends its radixgate workers)"),
+    "cache_credit": _h("[prefix tokens, requests]: eviction credit, kept under --radix-eviction-policy template"),
     "extra_key": _r("the cache salt comes from the tenant", "k"),
     "no_logs": _r("logging is the operator's choice", True, False),
     "custom_labels": _r("metric labels are fixed", {"x": "y"}),

@@ -10,7 +10,9 @@
 | `/v1/messages`        | 400 (no such field)     | `cache_control.ttl` on each breakpoint (its prefix)        |
 
 `prompt_cache_retention` (`in_memory`: 1h, `24h`) caps every pin of its request and pins nothing
-itself. Whether each pin was honoured comes back in the answer's `cache_pins` list.
+itself. Whether each pin was honoured comes back in the answer's `cache_pins` list. `/generate`'s
+`cache_credit` ([prefix tokens, requests]) is what a front gives its radixgate workers for a
+returning template's static prefix (`--radix-eviction-policy template`; gateway/generation.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from radixgate.engine.protocol import MAX_PIN_TTL_S
+from radixgate.engine.protocol import MAX_CREDIT_REQUESTS, MAX_PIN_TTL_S
 from radixgate.engine.sampling_fields import is_int64
 
 from .errors import APIError
@@ -96,6 +98,23 @@ def native_pins(extra: dict[str, Any], num_tokens: int) -> tuple[tuple[int, floa
                 raise APIError(400, f"'cache_pins.{i}': prefix tokens must be an integer >= 1", param="cache_pins")
             pins.append((tokens, ttl_seconds(ttl, f"cache_pins.{i}", numbers=True)))
     return tuple(pins)
+
+
+def native_credit(extra: dict[str, Any]) -> tuple[int, ...]:
+    """`/generate`'s `cache_credit`: [prefix tokens, requests], what a front sends its radixgate
+    workers for a returning template's static prefix (`SamplingParams.cache_credit`)."""
+    raw = extra.get("cache_credit")
+    if raw is None or raw == []:
+        return ()
+    if not (isinstance(raw, list) and len(raw) == 2 and all(is_int64(v) for v in raw)) or not (
+        raw[0] >= 1 and 1 <= raw[1] <= MAX_CREDIT_REQUESTS
+    ):
+        raise APIError(
+            400,
+            f"'cache_credit' must be [prefix tokens >= 1, requests in [1, {MAX_CREDIT_REQUESTS}]]; got {raw!r}",
+            param="cache_credit",
+        )
+    return (raw[0], raw[1])
 
 
 def breakpoint_pins(marks: Sequence[int], ttls: Iterable[str]) -> tuple[tuple[int, float], ...]:

@@ -35,7 +35,7 @@ from .errors import APIError, redact
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
 from .request_fields import check_fields
-from .retention import native_pins, pins_answer, priority_of
+from .retention import native_credit, native_pins, pins_answer, priority_of
 from .sse import DONE, ERRORS, sse, sse_response
 
 router = APIRouter()
@@ -186,6 +186,7 @@ def _work(
         native |= {"top_logprobs_num": 0, "logprob_start_len": -1}
     extra = body.model_extra or {}  # priority and pins: retention.py
     native |= {"priority": priority_of(extra.get("priority")), "cache_pins": native_pins(extra, len(input_ids))}
+    native["cache_credit"] = native_credit(extra)
     declared = set(type(sp).model_fields) - {"n"}  # extras are neutral values of refused fields
     values = sp.model_dump(include=declared) | (constraint.fields() if (constraint := constraint_of(sp)) else {})
     if values.get("sampling_seed") is None:

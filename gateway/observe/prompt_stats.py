@@ -160,6 +160,12 @@ class PromptStatsRecorder:
             if prompt is not None and key[1] != OTHER:
                 self.drift.observe(key, tally.drift, prompt)
 
+    def requests_of(self, tenant: str, template: str) -> int:
+        """Finished requests of one tenant's template so far (0 for one never seen, and for OTHER's)."""
+        with self._lock:
+            tally = self._stats.get((tenant, template))
+        return tally.requests if tally is not None and template != OTHER else 0
+
     def snapshot(self, tenant: str | None = None) -> dict[str, Any]:
         """`{"templates": [...]}` sorted by waste (recomputed static tokens, or every recomputed token
         for templates that did not say how long their static part is), then requests."""

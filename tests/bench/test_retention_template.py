@@ -31,3 +31,11 @@ def test_every_candidate_keeps_the_pool_whole() -> None:
     """hit_rate asserts at the end that every slot is free or cached and nothing stays locked."""
     for candidate in CANDIDATES:
         assert 0.0 <= hit_rate(_workload(), 96, candidate, horizon=512) <= 1.0
+
+
+def test_the_engines_template_policy_keeps_what_the_simulated_credit_keeps() -> None:
+    """The engine's `template` policy, credited by kvcache/template_credit.py as the gateway credits
+    (a template's second request on), gives the simulated candidate's hits on the same flood."""
+    requests = _workload()
+    assert hit_rate(requests, 96, "template", horizon=64) == hit_rate(requests, 96, "template-static", horizon=64)
+    assert hit_rate(requests, 96, "template", horizon=64) > 0.0 == hit_rate(requests, 96, "template", horizon=0)

@@ -179,6 +179,7 @@ _plain = {
     "token_ids": st.lists(st.integers(0, 100278), max_size=3),
     "bias": st.dictionaries(st.integers(0, 100278), st.floats(-100.0, 100.0), max_size=2),
     "pins": st.lists(st.tuples(st.integers(1, 8), st.floats(1.0, 3600.0)), max_size=2),
+    "credit": st.just([]) | st.tuples(st.integers(1, 8), st.integers(1, 4096)).map(list),
 }
 _extreme = {
     "int": _ints | _floats | _wrong,
@@ -190,6 +191,7 @@ _extreme = {
     "token_ids": st.lists(_ints | _floats, max_size=3) | _texts,
     "bias": st.dictionaries(_ints | _texts, _floats | _ints | _texts, max_size=3) | _ints,
     "pins": st.lists(st.tuples(_ints | _texts, _floats | _ints) | _ints | _texts, max_size=3) | _ints | _texts,
+    "credit": st.lists(_ints | _floats | _texts, max_size=3) | _ints | _texts,
 }
 STRATEGIES = {kind: _plain[kind] | _plain[kind] | _extreme[kind] for kind in _plain}
 # Every field of SamplingParams, by its kind: a new field without a kind fails here (KeyError).

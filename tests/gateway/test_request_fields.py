@@ -60,6 +60,7 @@ COVERED_ELSEWHERE = {
     "priority": "test_retention_routes.py, tests/engine/scheduler/test_priority.py",
     "cache_ttl": "test_retention_routes.py",
     "cache_pins": "test_retention_routes.py",
+    "cache_credit": "test_template_credit_routes.py",
     "prompt_cache_options": "test_retention_routes.py",
     "prompt_cache_retention": "test_retention_routes.py",
     "bootstrap_host": "test_pd_worker.py",

@@ -1,7 +1,9 @@
 """The radix cache against a plain reference model, plus focused unit tests. The machine also pins
 prefixes (kvcache/pins.py, on an injected clock): a pinned page is never evicted, a hit restarts its
 TTL, and an expired pin leaves its pages evictable again, with the tree's columns (evictable,
-protected, pinned) adding up throughout."""
+protected, pinned, and evictable per namespace) adding up throughout. It gives template credit
+(kvcache/template_credit.py), and evicts with tenant fair share on or off: with it on, a tenant at
+or below its share loses a leaf only once no tenant over its share has an evictable leaf left."""
 
 from __future__ import annotations
 
@@ -15,19 +17,22 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from radixgate.engine.kvcache.eviction import EVICTION_POLICIES, SLRU_PROTECTED_HITS
 from radixgate.engine.kvcache.pins import PinTable
 from radixgate.engine.kvcache.radix_cache import RadixCache, common_prefix_len
+from radixgate.engine.kvcache.template_credit import give_credit
+from radixgate.engine.kvcache.tenant_share import TenantShares
 
-# Each policy's key over the reference's per-page books: (last touch, hits, creation, priority).
+# Each policy's key over the reference's per-page books: (last touch, hits, creation, priority, credit).
 REF_KEYS = {
-    "lru": lambda t, h, c, pr: t,
-    "lfu": lambda t, h, c, pr: (h, t),
-    "slru": lambda t, h, c, pr: (h >= SLRU_PROTECTED_HITS, t),
-    "priority": lambda t, h, c, pr: (pr, t),
-    "fifo": lambda t, h, c, pr: c,
-    "mru": lambda t, h, c, pr: -t,
-    "filo": lambda t, h, c, pr: -c,
+    "lru": lambda t, h, c, pr, cr: t,
+    "lfu": lambda t, h, c, pr, cr: (h, t),
+    "slru": lambda t, h, c, pr, cr: (h >= SLRU_PROTECTED_HITS, t),
+    "priority": lambda t, h, c, pr, cr: (pr, t),
+    "fifo": lambda t, h, c, pr, cr: c,
+    "mru": lambda t, h, c, pr, cr: -t,
+    "filo": lambda t, h, c, pr, cr: -c,
+    "template": lambda t, h, c, pr, cr: t + cr,
 }
 # A parent's key is never below its child's: a node evicted mid-way exposes no smaller key.
-MONOTONE = {"lru", "lfu", "slru", "priority", "filo"}
+MONOTONE = {"lru", "lfu", "slru", "priority", "filo", "template"}  # credit: a prefix, so a parent has its child's
 
 
 def test_common_prefix_len():
@@ -118,6 +123,7 @@ class RadixMachine(RuleBasedStateMachine):
         self.ref_hits: Counter = Counter()
         self.ref_created: dict[tuple, int] = {}
         self.ref_priority: dict[tuple, int] = {}
+        self.ref_credit: Counter = Counter()
         self.clock = itertools.count(1)
         self.slots = itertools.count()
         self.locked: list[tuple] = []  # (node, namespace, matched prefix)
@@ -155,7 +161,9 @@ class RadixMachine(RuleBasedStateMachine):
         return now
 
     def _key(self, p):
-        return REF_KEYS[self.policy](self.ref_time[p], self.ref_hits[p], self.ref_created[p], self.ref_priority[p])
+        return REF_KEYS[self.policy](
+            self.ref_time[p], self.ref_hits[p], self.ref_created[p], self.ref_priority[p], self.ref_credit[p]
+        )
 
     def _evictable_leaves(self, contents):
         return [
@@ -186,7 +194,7 @@ class RadixMachine(RuleBasedStateMachine):
             if j > expected:
                 p = (ns, tuple(key[:j]))
                 self.ref[p] = tuple(slots[j - self.page_size : j])
-                self.ref_hits[p], self.ref_priority[p] = 0, 0
+                self.ref_hits[p], self.ref_priority[p], self.ref_credit[p] = 0, 0, 0
         now = self._touch(ns, key, aligned, priority)
         for j in self._pages(aligned):
             if j > expected:
@@ -235,21 +243,53 @@ class RadixMachine(RuleBasedStateMachine):
         self.pins.expire()
         self.pins_ref = {q: v for q, v in self.pins_ref.items() if v[1] > self.now}
 
-    @rule(num_tokens=st.integers(1, 6))
-    def evict(self, num_tokens):
+    @rule(ns=namespaces, key=keys, requests=st.integers(1, 20))
+    def credit(self, ns, key, requests):
+        now = next(self.clock)  # give_credit reads the tree's clock, which moves one tick
+        ticks = requests * max(1, now // 3)
+        n = self._ref_match(ns, key)
+        assert give_credit(self.cache, key, ns, requests, num_requests=3) == n
+        for j in self._pages(n):
+            p = (ns, tuple(key[:j]))
+            self.ref_credit[p] = max(self.ref_credit[p], ticks)
+
+    def _held(self, contents):
+        return Counter(p[0] for p in contents)
+
+    @rule(num_tokens=st.integers(1, 6), fair=st.booleans(), capacity=st.integers(2, 24), weight=st.sampled_from([1, 3]))
+    def evict(self, num_tokens, fair, capacity, weight):
+        """With `fair`, tenants None and "a" (weight `weight`) share `capacity` tokens: leaves of a
+        tenant over its share go first, another tenant's only once none over its share has any left."""
         before = dict(self.ref)
         evictable = sum(1 for p in before if self.lock_count[p] == 0 and not self._is_pinned(p))
         leaves_before = set(self._evictable_leaves(before))
         n_freed_before = len(self.freed)
+        ps, over = self.page_size, set()
+        if fair:
+            shares = TenantShares(capacity, clock=lambda: self.now)
+            shares.weights["a"] = weight
+            shares.seen(None)
+            shares.seen("a")
+            share = shares.fair_tokens()
+            over = {ns for ns, n in self._held(before).items() if ps * n > share[ns]}
+            over = {ns for ns in over if any(p[0] == ns for p in leaves_before)}
+            self.cache.fair = shares
         freed = self.cache.evict(num_tokens)
+        self.cache.fair = None
         after = dict(self._real_contents())
         removed = set(before) - set(after)
         assert set(after) <= set(before)
-        ps = self.page_size
         assert freed == ps * len(removed) >= min(num_tokens, ps * evictable)
         assert all(self.lock_count[p] == 0 for p in removed), "evicted a locked prefix"
         assert not any(self._is_pinned(p) for p in removed), "evicted a pinned prefix"
         assert sorted(self.freed[n_freed_before:]) == sorted(s for p in removed for s in before[p])
+        if over and any(p[0] not in over for p in removed):  # fair share's rule: the others waited
+            held, leaves = self._held(after), self._evictable_leaves(after)
+            for ns in over:
+                assert ps * held[ns] <= share[ns] or not any(p[0] == ns for p in leaves), "not fair"
+        if over:
+            self.ref = after
+            return  # policy order holds only inside the set of tenants over their share
         # Every leaf left was in the heap while each removed page was taken: none has a smaller key.
         # Under a monotone policy that also holds for leaves the eviction itself exposed.
         leaves = self._evictable_leaves(after)
@@ -281,6 +321,8 @@ class RadixMachine(RuleBasedStateMachine):
         assert cache.pinned_size == ps * sum(1 for p in pinned if self.lock_count[p] == 0)
         assert self.pins.num_pinned_tokens == ps * len(pinned) and len(self.pins) == len(self.pins_ref)
         assert len(self.freed) == len(set(self.freed)), "a slot was freed twice"
+        free_pages = Counter(p[0] for p in self.ref if self.lock_count[p] == 0 and not self._is_pinned(p))
+        assert +cache.evictable_by_namespace == Counter({ns: ps * n for ns, n in free_pages.items()})
 
 
 TestRadixMachine = RadixMachine.TestCase
