@@ -311,14 +311,17 @@ class PDRouter(_Pool):
         the first token, or when the decode side is at fault, the request fails cleanly."""
         tried: set[str] = set()
         errors: list[str] = []
-        for _ in range(MAX_PREFILL_ATTEMPTS):
+        for attempt in range(MAX_PREFILL_ATTEMPTS):
             member = self._choose_prefill(request, tried)
             if member is None:
                 break
             tried.add(member.worker_id)
             started = False
+            # A retry's own request id: the decode worker may still hold the last attempt's (closed
+            # by this router, it lets go once it notices), and would refuse the id as in use.
+            sent = request if attempt == 0 else replace(request, rid=f"{request.rid}~retry{attempt}")
             try:
-                async for delta in self._handoff(member, request):
+                async for delta in self._handoff(member, sent):
                     started = True
                     yield delta
                 return

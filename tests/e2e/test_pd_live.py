@@ -1,7 +1,8 @@
 """One prefill/decode pair of real `radixgate serve --disaggregation-mode` workers: behind
 `sglang-router launch --pd-disaggregation` (0.3.2) and behind radixgate's own PD router, the
 `openai` client gets the answer the decode worker gives alone; a worker SIGKILLed mid-handoff
-leaves no client hanging and the survivor's pool accounted for."""
+leaves no client hanging and the survivor's pool accounted for; a prefill worker that refuses a
+request (its queue full) is replaced by the other."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from types import SimpleNamespace
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from radixgate.bench.redis_server import free_port
 from radixgate.gateway.server_process import ServerProcess
@@ -37,6 +39,7 @@ def pd(live_server: Callable[..., ServerProcess]) -> SimpleNamespace:
     }
     allowed = [arg for port in ports.values() for arg in ("--disaggregation-prefill-bootstrap", f"127.0.0.1:{port}")]
     flags["decode"] = ["--disaggregation-mode", "decode", *allowed, *common]
+    flags["prefill2"] += ["--max-queued-requests", "1"]  # one request waiting fills it: it refuses the next
     for role, url in urls.items():
         flags[role] += ["--port", url.rsplit(":", 1)[1]]
 
@@ -179,6 +182,48 @@ def test_kv_events_of_both_roles_reach_the_pd_router_and_route_a_repeat(pd):
     while _worker(front, decode)["kv_index_blocks"] < decode_blocks + len(repeat) // 16:
         assert time.monotonic() < deadline, "the router never learned the pages the decode worker received"
         time.sleep(0.05)
+
+
+def test_a_prefill_refusing_the_request_is_replaced_and_the_decode_side_released(pd):
+    """prefill2 holds the prompt's prefix, so the router sends the request there first; its one
+    queue place (`--max-queued-requests 1`) is taken by a request waiting for a room no decode
+    worker registers, so it answers 503 before taking the request. The router closes the decode
+    side's stream itself and serves the request through the other prefill worker."""
+    front, decode, full = pd.front("prefill", "prefill2", "decode"), pd.get("decode"), pd.get("prefill2")
+    prefix = [5000 + (i * 13) % 9000 for i in range(1024)]  # this test's own: in no other prefill's cache
+    _generate(full, prefix, 1)
+    deadline = time.monotonic() + DEADLINE_S
+    while _worker(front, full)["kv_index_blocks"] < len(prefix) // 16:
+        assert time.monotonic() < deadline, "the router never learned prefill2's blocks"
+        time.sleep(0.05)
+    retries, refused = _info(front)["num_prefill_retries"], _rejected(full)
+    waiting = {"input_ids": [11, 12, 13], "stream": True, "sampling_params": {"max_new_tokens": 1}}
+    waiting |= {"bootstrap_host": "127.0.0.1", "bootstrap_port": pd.ports["prefill2"], "bootstrap_room": 77}
+    ids = [*prefix, *range(600, 664)]
+    with httpx.Client(timeout=DEADLINE_S) as client, client.stream("POST", f"{full.base_url}/generate", json=waiting):
+        while _info(full)["disaggregation"]["num_waiting"] == 0:  # queued: the only place taken
+            assert time.monotonic() < deadline, "the filler never queued"
+            time.sleep(0.02)
+        answer = _generate(front, ids)
+        assert _rejected(full) == refused + 1  # prefill2 refused it (queue_full) ...
+        assert _info(front)["num_prefill_retries"] == retries + 1  # ... and the other prefilled it
+    assert answer["output_ids"] == _generate(decode, ids)["output_ids"]
+    assert "requests waiting (limit 1)" in _worker(front, full)["last_error"]
+    _idle(decode)
+    while _info(full)["disaggregation"]["num_waiting"]:  # the filler's client left: the room is dropped
+        assert time.monotonic() < deadline, "prefill2 still waits for the filler's room"
+        time.sleep(0.02)
+    _idle(full)
+
+
+def _rejected(server: ServerProcess) -> float:
+    """The queue-full refusals `server` counted (its own metric)."""
+    text = httpx.get(f"{server.base_url}/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == "radixgate:rejected_requests_total" and s.labels.get("reason") == "queue_full":
+                return s.value
+    return 0.0
 
 
 def _handoff_then_kill(pd, victim: str) -> tuple[dict, dict]:
