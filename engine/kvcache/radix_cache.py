@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from .eviction import DEFAULT_EVICTION_POLICY, eviction_key
@@ -260,10 +260,10 @@ class RadixCache:
     def _is_evictable_leaf(self, node: TreeNode) -> bool:
         return node.lock_ref == 0 and node.pin_ref == 0 and self._is_device_leaf(node)
 
-    def evict(self, num_tokens: int, allocating: tuple[Hashable, int] | None = None) -> int:
+    def evict(self, num_tokens: int, allocating: Mapping[Hashable, int] | None = None) -> int:
         """Frees evictable device leaves, smallest policy key first, until at least num_tokens are
         freed; returns tokens freed (a leaf the `demote` hook copied to the host stays, host-only).
-        `allocating`: (namespace, tokens) of the request the room is for, when one tenant's."""
+        `allocating`: namespace -> tokens of the requests the room is for, when known."""
         if self.pins is not None:
             self.pins.expire()  # an expired pin is an ordinary node again before anything is taken
         if self.fair is not None:

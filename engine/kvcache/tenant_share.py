@@ -14,7 +14,7 @@ same shares cap each tenant's TTL pins (`pin_cap`: its share of the pin budget).
 What a tenant holds, for its share: its device tokens in the tree (`cache.tokens_by_namespace`,
 locked and pinned included), plus its running requests' own pages not yet in the tree
 (`in_flight`, kept up to date by the cache manager), plus, for the tenant the eviction makes room
-for (`allocating`), the tokens it is about to allocate. So a tenant whose requests in flight fill its
+for (`allocating`, several tenants' for a decode step), the tokens it is about to allocate. So a tenant whose requests in flight fill its
 share evicts its own cached leaves for the next one, not another tenant's working set.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -64,12 +64,12 @@ class TenantShares:
         active = self.active()
         return {ns: int(self.capacity * self.fraction(ns, active)) for ns in active}
 
-    def evict(self, cache: RadixCache, num_tokens: int, allocating: tuple[Hashable, int] | None = None) -> int:
-        """`cache.evict` with fair shares: leaves of tenants above their share first. `allocating` is
-        (namespace, tokens) of the request the room is for, counted toward that tenant's holdings."""
+    def evict(self, cache: RadixCache, num_tokens: int, allocating: Mapping[Hashable, int] | None = None) -> int:
+        """`cache.evict` with fair shares: leaves of tenants above their share first. `allocating`:
+        namespace -> tokens the room is for, counted toward each tenant's holdings."""
         fair = self.fair_tokens()
         held, in_flight = cache.tokens_by_namespace, self.in_flight
-        incoming = {allocating[0]: allocating[1]} if allocating is not None else {}
+        incoming = allocating or {}
 
         def is_over(ns: Hashable) -> bool:
             return held[ns] + in_flight[ns] + incoming.get(ns, 0) > fair.get(ns, 0)

@@ -19,7 +19,7 @@ if it had computed them (`num_computed` covers them), so the prefill skips them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,9 +153,24 @@ class CacheManager:
     def ensure_free_pages(self, num_pages: int, for_req: Req | None = None) -> bool:
         """Evicts unlocked cached KV if needed; True when `num_pages` can then be allocated. `for_req`:
         the one request the pages are for, whose tenant's share counts them (None: several requests')."""
+        if for_req is None:
+            return self._ensure(num_pages, None)
+        return self._ensure(num_pages, {for_req.cache_salt: num_pages * self.page_size})
+
+    def ensure_decode_pages(self, reqs: Sequence[Req]) -> bool:
+        """`ensure_free_pages` for one more token of each of `reqs` (a decode step), each tenant's
+        new pages counted toward its share, so a step of one tenant's many streams evicts its own."""
+        incoming: dict[Hashable, int] = {}
+        num_pages = 0
+        for req in reqs:
+            n = self.pages_needed(req, 1)
+            num_pages += n
+            incoming[req.cache_salt] = incoming.get(req.cache_salt, 0) + n * self.page_size
+        return self._ensure(num_pages, incoming)
+
+    def _ensure(self, num_pages: int, allocating: Mapping[Hashable, int] | None) -> bool:
         missing = num_pages - self.allocator.num_free_pages
         if missing > 0 and self.radix_cache is not None:
-            allocating = None if for_req is None else (for_req.cache_salt, num_pages * self.page_size)
             self.radix_cache.evict(missing * self.page_size, allocating)
         return self.allocator.can_allocate(num_pages)
 

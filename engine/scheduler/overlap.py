@@ -104,7 +104,7 @@ class RunAhead:
                 return None
             rows.append(row)
             row += 1
-        if not cm.ensure_free_pages(sum(cm.pages_needed(r, 1) for r in sched.running)):
+        if not cm.ensure_decode_pages(sched.running):
             return None
         return rows
 

@@ -181,8 +181,7 @@ class Scheduler:
     def _decode_batch(self) -> Batch | None:
         cm = self.cache_manager
         while self.running:
-            needed = sum(cm.pages_needed(r, 1) for r in self.running)
-            if cm.ensure_free_pages(needed):
+            if cm.ensure_decode_pages(self.running):
                 break
             if len(self.running) == 1:
                 # A lone request that cannot grow: the pool is smaller than its context.
@@ -201,7 +200,7 @@ class Scheduler:
         forward pass, so a long prompt does not stall the streams. Skipped when the pool cannot give
         each a slot without retracting; the next decode batch then sorts that out."""
         cm = self.cache_manager
-        if not cm.ensure_free_pages(sum(cm.pages_needed(r, 1) for r in self.running)):
+        if not cm.ensure_decode_pages(self.running):
             return
         for req in self.running:
             cm.allocate(req, 1)

@@ -200,3 +200,33 @@ def test_a_lone_tenant_evicting_for_its_own_requests_counts_no_fair_evictions() 
     cache = sim.cache_manager.radix_cache
     assert cache is not None and cache.tokens_by_namespace["a"] <= 64 < 320  # it did evict
     assert sim.cache_manager.shares.num_fair_evictions == 0
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_decode_steps_new_pages_count_toward_their_tenants_share(named: bool, monkeypatch) -> None:
+    """A holds its share (32 of 64) in two older prompts; B holds 16 and decodes a 15-token prompt
+    until the pool is full. B's next decode page puts B above its share only if the step says whose
+    page it is: named, B's own older prompt goes; unnamed (every tenant then at or under its share),
+    policy order takes A's oldest prompt."""
+    sim = CacheSim(64)
+    cm = sim.cache_manager
+    if not named:  # the decode step as it was: one count for everyone
+        monkeypatch.setattr(
+            cm, "ensure_decode_pages", lambda reqs: cm.ensure_free_pages(sum(cm.pages_needed(r, 1) for r in reqs))
+        )
+    a_prompts = [list(range(16 * i, 16 * i + 16)) for i in range(2)]
+    for ids in a_prompts:
+        sim.run(ids, salt="a")
+    sim.run(list(range(100, 116)), salt="b")
+    req = Req("b-decodes", list(range(200, 215)), SamplingParams(max_new_tokens=4, ignore_eos=True), "b")
+    sim.scheduler.add(req)
+    while req.finish_reason is None:
+        batch = sim.scheduler.schedule()
+        assert batch is not None, "the simulated engine stalled"
+        sim.scheduler.process_result(
+            batch, {id(r): 0 for r in batch.reqs if r.num_computed + r.extend_len == r.num_tokens}
+        )
+    sim.scheduler.remove(req)
+    cm.check_idle_invariant()
+    cached = [sim.run(ids, salt="a").cached_tokens for ids in a_prompts]
+    assert cached == ([15, 15] if named else [0, 15])
