@@ -14,8 +14,9 @@ same shares cap each tenant's TTL pins (`pin_cap`: its share of the pin budget).
 What a tenant holds, for its share: its device tokens in the tree (`cache.tokens_by_namespace`,
 locked and pinned included), plus its running requests' own pages not yet in the tree
 (`in_flight`, kept up to date by the cache manager), plus, for the tenant the eviction makes room
-for (`allocating`, several tenants' for a decode step), the tokens it is about to allocate. So a tenant whose requests in flight fill its
-share evicts its own cached leaves for the next one, not another tenant's working set.
+for (`allocating`, several tenants' for a decode step), the tokens it is about to allocate. So a
+tenant whose requests in flight fill its share evicts its own cached leaves for the next one, not
+another tenant's working set.
 """
 
 from __future__ import annotations
