@@ -184,8 +184,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--live",
         action="store_true",
-        help="noisy-neighbour against real `radixgate serve` processes (the tiny model; a few minutes) instead "
-        "of the simulation",
+        help="noisy-neighbour or template against real `radixgate serve` processes (the tiny model; minutes) "
+        "instead of the simulation",
+    )
+    parser.add_argument(
+        "--presets", default=None, help="with --live --part template: comma-separated REPORTING presets (default all)"
     )
     parser.add_argument(
         "--live-pool", type=int, default=None, help="with --live: each server's --max-total-tokens (default 2048)"
@@ -193,9 +196,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.live_pool is not None and not args.live:
         parser.error("--live-pool goes with --live")
+    if args.presets is not None and not (args.live and args.part == ["template"]):
+        parser.error("--presets goes with --live --part template")
+    if args.live and args.part == ["template"]:
+        if args.live_pool is not None:
+            parser.error("--live-pool is the noisy neighbour's; the template part uses each preset's pool")
+        from radixgate.bench.retention_template_live import print_template_live
+
+        print_template_live(args.presets.split(",") if args.presets else None)
+        return 0
     if args.live:
         if args.part not in (None, ["noisy-neighbour"]):
-            parser.error("--live runs the noisy-neighbour part only: give --part noisy-neighbour or no --part")
+            parser.error("--live runs one part: give --part noisy-neighbour (the default) or --part template")
         from radixgate.bench.retention_live import LiveSizes, print_noisy_neighbour_live
 
         print_noisy_neighbour_live(LiveSizes() if args.live_pool is None else LiveSizes(pool=args.live_pool))

@@ -54,10 +54,18 @@ def test_each_way_starts_a_server_with_the_flags_it_names(tmp_path) -> None:
         assert args.max_total_tokens == TOY.pool and args.page_size == TOY.page and args.api_keys_file == str(keys)
 
 
-def test_live_runs_the_noisy_neighbour_part_only(capsys) -> None:
+def test_live_runs_the_noisy_neighbour_or_the_template_part(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--part", "pins", "--live"])
-    assert "--live runs the noisy-neighbour part only" in capsys.readouterr().err
+    assert "--live runs one part" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--part", "template", "--presets", "heldout-16x12"])
+    assert "--presets goes with --live --part template" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--part", "template", "--live", "--live-pool", "1024"])
+    assert "--live-pool is the noisy neighbour's" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="not a REPORTING preset"):
+        main(["--part", "template", "--live", "--presets", "tune-rag"])
     with pytest.raises(SystemExit):
         main(["--live-pool", "1024"])
     assert "--live-pool goes with --live" in capsys.readouterr().err

@@ -39,3 +39,20 @@ def test_the_engines_template_policy_keeps_what_the_simulated_credit_keeps() -> 
     requests = _workload()
     assert hit_rate(requests, 96, "template", horizon=64) == hit_rate(requests, 96, "template-static", horizon=64)
     assert hit_rate(requests, 96, "template", horizon=64) > 0.0 == hit_rate(requests, 96, "template", horizon=0)
+
+
+def test_the_live_run_sends_the_studys_requests_in_its_order_tagged_as_the_sdk_tags() -> None:
+    from radixgate.bench.retention_template import preset_requests
+    from radixgate.bench.retention_template_live import ordered_turns, tagged_body
+    from radixgate.bench.router_presets import PRESETS
+    from radixgate.bench.router_workload import prompt_ids
+    from radixgate.engine.tiny_tokenizer import load_tiny_tokenizer
+
+    tokenizer, preset = load_tiny_tokenizer(), PRESETS["heldout-16x12"]
+    turns = ordered_turns(preset, 100, tokenizer)
+    assert [prompt_ids(tokenizer, t) for t in turns] == [ids for _, ids, _ in preset_requests(preset, 100, tokenizer)]
+    templates: dict[str, str] = {}
+    bodies = [tagged_body(t, templates) for t in turns]
+    assert len(templates) == 16 and {b["metadata"]["prompt_template"] for b in bodies} == set(templates.values())
+    for body, turn in zip(bodies, turns, strict=True):
+        assert body["metadata"]["static_prefix_chars"] == str(len(turn[0]["content"]))
