@@ -73,6 +73,7 @@ def _lint_group(
         project.run()
     except RecursionError:  # a limit of the analysis on some deeply nested file
         pass
+    _keep_for_checks(project)
     for entry in project.entries:
         if entry.report:
             filename = entry.path.as_posix()
@@ -80,10 +81,25 @@ def _lint_group(
             if found_here:  # its source, for fixes
                 sources[filename] = entry.parsed.source
             found.extend(found_here)
-    for entry in project.entries:  # undo the group's cycles, so that most of it is freed at once
-        entry.parsed.module.project = None
     project.__dict__.clear()
     return found
+
+
+#: What the checks (`violations_for`) read of a module: its text and its templates' variants.
+_READ_BY_CHECKS = frozenset({"held_lines", "bodies", "variants", "num_lines", "name"})
+
+
+def _keep_for_checks(project: Project) -> None:
+    """Let go of all a group's analysis but its sites and what the checks read of each module, before
+    the checks run: their first exact token count loads the tokenizer's vocabulary (tens of MB),
+    which then reuses that memory instead of adding to the group's peak."""
+    for entry in project.entries:
+        module = entry.parsed.module
+        for name in [n for n in vars(module) if n not in _READ_BY_CHECKS]:
+            delattr(module, name)
+    entries = project.entries
+    project.__dict__.clear()
+    project.entries = entries
 
 
 def import_groups(modules: list[tuple[str, str]]) -> list[list[int]]:
