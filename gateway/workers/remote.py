@@ -21,24 +21,21 @@ else. A `vllm+http://` worker gets the salt as vLLM's `cache_salt` body field; a
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, ClassVar
 
-import anyio
 import httpx
 
 from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateOutput, GenerateRequest, StreamDelta
 
 from ..observe.telemetry import trace_headers
 from ..tenancy.auth import SALT_HEADER, WEIGHT_HEADER
-from .failures import WorkerError, WorkerUnavailable, error_of, failed_on, is_down, status_failure
+from .failures import WorkerError, WorkerUnavailable, error_of, failed_on, is_down
 from .native_output import native_output, output_logprobs
+from .worker_http import CONNECT_TIMEOUT_S, KEEPALIVE_EXPIRY_S, WorkerConnections, WorkerResponse, sse_events
 
-CONNECT_TIMEOUT_S = 2.0
 PROBE_TIMEOUT_S = 2.0
 DRAIN_TIMEOUT_S = 1.0  # reading the rest of a body after its last event
-KEEPALIVE_EXPIRY_S = 1.0  # idle connections dropped before a worker drops them (uvicorn: 5 s): none races a close
-LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=256, keepalive_expiry=KEEPALIVE_EXPIRY_S)
 SCHEMES = {"http": "radixgate", "https": "radixgate", "openai+http": "openai", "openai+https": "openai"}
 SCHEMES |= {"vllm+http": "vllm", "vllm+https": "vllm"}
 __all__ = ["WorkerError", "WorkerUnavailable", "failed_on", "is_down"]  # their home is failures.py
@@ -55,30 +52,6 @@ def parse_worker_url(url: str) -> tuple[str, str]:
     return SCHEMES[scheme], f"{scheme.rsplit('+', 1)[-1]}://{rest.rstrip('/')}"
 
 
-async def _sse_events(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
-    async for line in lines:
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        event = json.loads(data)
-        if "error" in event:
-            raise WorkerError(*error_of(event))
-        yield event
-
-
-async def _read_to_end(lines: AsyncIterator[str]) -> None:
-    """Reads what `_sse_events` left (`[DONE]`, the body's end): httpx pools a connection only once
-    its body is read (else closes it). A body not ended within `DRAIN_TIMEOUT_S` costs its connection."""
-    with anyio.move_on_after(DRAIN_TIMEOUT_S):
-        try:
-            async for _ in lines:
-                pass
-        except httpx.HTTPError:
-            pass
-
-
 class HTTPWorker:
     """What both HTTP workers share: the client, probing, starting a stream with retryable failures."""
 
@@ -89,7 +62,8 @@ class HTTPWorker:
         self.base_url = base_url
         self.api_key = api_key
         self.last_stats: dict[str, Any] = {}
-        self._client: httpx.AsyncClient | None = None
+        self._client: httpx.AsyncClient | None = None  # health checks and admin calls
+        self._connections: WorkerConnections | None = None  # the requests' streams
 
     @property
     def supports_salt(self) -> bool:
@@ -107,32 +81,31 @@ class HTTPWorker:
     def client(self) -> httpx.AsyncClient:
         if self._client is None:  # created on first use, in the event loop that serves requests
             timeout = httpx.Timeout(None, connect=CONNECT_TIMEOUT_S)
-            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=LIMITS)
+            limits = httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY_S)  # as the streams': none races a close
+            self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, limits=limits)
         return self._client
+
+    @property
+    def connections(self) -> WorkerConnections:
+        if self._connections is None:  # created on first use, in the event loop that serves requests
+            self._connections = WorkerConnections(self.base_url)
+        return self._connections
 
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+        if self._connections is not None:
+            self._connections.close()
+            self._connections = None
 
     async def _open(
         self, path: str, body: dict[str, Any], cache_salt: str | None, tenant_weight: float | None = None
-    ) -> httpx.Response:
+    ) -> WorkerResponse:
         """Send the request and check its status; raises before any token is streamed."""
-        try:
-            # the request span is current: the worker joins it
-            headers = trace_headers(self._headers(cache_salt, tenant_weight))
-            request = self.client.build_request("POST", path, json=body, headers=headers)
-            response = await self.client.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:  # never sent
-            raise WorkerUnavailable(f"{self.base_url}: {type(exc).__name__}: {exc}") from exc
-        except httpx.HTTPError as exc:  # sent, then the connection failed: the worker may have taken it
-            raise WorkerError(f"{self.base_url}: {type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 400:
-            text = (await response.aread()).decode(errors="replace")
-            await response.aclose()
-            raise status_failure(self.base_url, response.status_code, text)
-        return response
+        # the request span is current: the worker joins it
+        headers = trace_headers(self._headers(cache_salt, tenant_weight))
+        return await self.connections.open(path, body, headers)
 
     async def probe(self) -> dict[str, Any]:
         """Raises unless the worker is healthy; returns its stats when it reports them."""
@@ -172,9 +145,8 @@ class RadixgateWorker(HTTPWorker):
         ids: list[int] = []
         text = ""
         num_logprobs = 0
-        lines = response.aiter_lines()
         try:
-            async for event in _sse_events(lines):
+            async for event in sse_events(response.aiter_lines()):
                 new_ids, new_text = event["output_ids"][len(ids) :], event["text"][len(text) :]
                 ids, text = list(event["output_ids"]), event["text"]
                 meta = event["meta_info"]
@@ -187,12 +159,12 @@ class RadixgateWorker(HTTPWorker):
                     delta.finished, delta.output = True, native_output(request, ids, text, meta)
                 yield delta
                 if delta.finished:
-                    await _read_to_end(lines)
+                    await response.read_to_end(DRAIN_TIMEOUT_S)
                     return
-        except httpx.HTTPError as exc:
+        except httpx.TransportError as exc:
             raise RuntimeError(f"worker {self.base_url} failed mid-stream: {type(exc).__name__}: {exc}") from exc
         finally:
-            await response.aclose()
+            response.close()
         raise RuntimeError(f"worker {self.base_url} ended the stream without a result")
 
     can_embed = True  # embeddings.py
@@ -203,9 +175,9 @@ class RadixgateWorker(HTTPWorker):
         body = {"model": model, "input": input_ids, "encoding_format": "float"}
         response = await self._open("/v1/embeddings", body, cache_salt)
         try:
-            data = json.loads(await response.aread())["data"]
+            data = json.loads(await response.read())["data"]
         finally:
-            await response.aclose()
+            response.close()
         return [row["embedding"] for row in sorted(data, key=lambda row: row["index"])]
 
     def flush_cache(self, cache_salt: str | None = None) -> bool:
@@ -294,9 +266,8 @@ class OpenAIWorker(HTTPWorker):
     async def stream(self, request: GenerateRequest) -> AsyncGenerator[StreamDelta, None]:
         response = await self._open("/v1/completions", self.body(request), None)
         text, reason, usage = "", None, None
-        lines = response.aiter_lines()
         try:
-            async for event in _sse_events(lines):
+            async for event in sse_events(response.aiter_lines()):
                 usage = event.get("usage") or usage
                 for choice in event.get("choices") or []:
                     piece = choice.get("text") or ""
@@ -304,11 +275,11 @@ class OpenAIWorker(HTTPWorker):
                     reason = choice.get("finish_reason") or reason
                     if piece:
                         yield StreamDelta(self._tokenize(piece), piece, False)
-            await _read_to_end(lines)
-        except httpx.HTTPError as exc:
+            await response.read_to_end(DRAIN_TIMEOUT_S)
+        except httpx.TransportError as exc:
             raise RuntimeError(f"worker {self.base_url} failed mid-stream: {type(exc).__name__}: {exc}") from exc
         finally:
-            await response.aclose()
+            response.close()
         if reason is None:
             raise RuntimeError(f"worker {self.base_url} ended the stream without a finish reason")
         usage = usage or {}

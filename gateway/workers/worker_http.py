@@ -26,7 +26,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -78,8 +78,7 @@ class _Connection(asyncio.Protocol):
 
     # ---- asyncio's callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is one without the asyncio base class
 
     def data_received(self, data: bytes) -> None:
         if not self.is_active:  # nothing was asked: a kept connection must stay silent

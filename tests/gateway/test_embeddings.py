@@ -5,15 +5,16 @@ state pooled the same way (last token, after the final norm, L2-normalised); ten
 from __future__ import annotations
 
 import base64
+import socket
 import struct
 import time
 
-import httpx
 import openai
 import pytest
 import torch
 from fastapi.testclient import TestClient
 from hf_reference import hf_embeddings
+from in_thread_server import serve_in_thread
 
 from radixgate.gateway.app import app_state, create_app
 from radixgate.gateway.config import GatewayConfig
@@ -143,17 +144,18 @@ def test_tenants_are_counted_apart_and_limited(make_client) -> None:
     assert app_state(keyed.app).num_queued == 0
 
 
-class Refused(httpx.AsyncBaseTransport):
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
+def _closed_port() -> int:
+    """A port nothing listens on: connecting to it is refused."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        return closed.getsockname()[1]
 
 
-def _front(worker, transports: dict[str, httpx.AsyncBaseTransport]) -> TestClient:
-    """A routing gateway whose members are reached through the given transports."""
+def _front(worker, urls: list[str]) -> TestClient:
+    """A routing gateway over the workers at `urls`."""
     pool = WorkerPool(worker.tokenizer, "tiny", health_check_interval_s=0.2)
-    for url, transport in transports.items():
-        member = pool.add_remote(url)
-        member.backend._client = httpx.AsyncClient(transport=transport, base_url=member.backend.base_url)
+    for url in urls:
+        pool.add_remote(url)
     return TestClient(create_app(GatewayConfig(), worker=pool))
 
 
@@ -165,8 +167,8 @@ def test_pool_routes_embeddings_only_to_members_that_embed(worker) -> None:
     body = {"model": "tiny", "input": ids}
     with TestClient(back) as direct:
         expected = direct.post("/v1/embeddings", json=body).json()["data"]
-    mixed = {"http://worker.internal": httpx.ASGITransport(app=back), "openai+http://vllm.internal": Refused()}
-    with _front(worker, mixed) as front:
+    refused = f"http://127.0.0.1:{_closed_port()}"
+    with serve_in_thread(back, "worker") as url, _front(worker, [url, f"openai+{refused}"]) as front:
         pool = app_state(front.app).worker
         deadline = time.monotonic() + 30
         while not any(m.is_healthy for m in pool.members.values()):
@@ -177,10 +179,10 @@ def test_pool_routes_embeddings_only_to_members_that_embed(worker) -> None:
         assert r.json()["data"] == expected
         kinds = {m.kind: m.num_requests for m in pool.members.values()}
         assert kinds == {"radixgate": 1, "openai": 0}
-    with _front(worker, {"openai+http://vllm.internal": httpx.ASGITransport(app=back)}) as front:
+    with serve_in_thread(back, "worker") as url, _front(worker, [f"openai+{url}"]) as front:
         r = front.post("/v1/embeddings", json=body)
         assert r.status_code == 400 and "not served by any worker of this pool" in r.json()["error"]["message"]
-    with _front(worker, {"http://down.internal": Refused()}) as front:
+    with _front(worker, [refused]) as front:
         r = front.post("/v1/embeddings", json=body)
         assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unavailable"  # as generation answers
 
@@ -201,12 +203,9 @@ def test_a_tenants_embeddings_through_a_remote_worker_stay_its_own(worker) -> No
     worker_key = "embed-worker-key"
     back = create_app(GatewayConfig(worker_api_key=worker_key), worker=worker)
     pool = WorkerPool(worker.tokenizer, "tiny", worker_api_key=worker_key, health_check_interval_s=0.2)
-    member = pool.add_remote("http://keyed-worker.internal")
-    member.backend._client = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=back), base_url=member.backend.base_url
-    )
     config = GatewayConfig(api_keys=KEYS, admin_api_keys=frozenset({ADMIN}), worker_api_key=worker_key)
-    with TestClient(create_app(config, worker=pool)) as front:
+    with serve_in_thread(back, "worker") as url, TestClient(create_app(config, worker=pool)) as front:
+        member = pool.add_remote(url)
         deadline = time.monotonic() + 30
         while not member.is_healthy:
             assert time.monotonic() < deadline, "the worker never became healthy"

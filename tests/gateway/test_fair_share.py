@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
+from in_thread_server import serve_in_thread
 
 from radixgate.gateway.app import create_app
 from radixgate.gateway.cli import build_parser, engine_config
@@ -47,14 +47,11 @@ def test_a_remote_worker_gets_each_tenants_weight(worker) -> None:
     counts alice at weight 3 in its fair shares, bob at the default 1."""
     back = create_app(GatewayConfig(worker_api_key=WORKER_KEY), worker=worker)
     pool = WorkerPool(worker.tokenizer, "tiny", worker_api_key=WORKER_KEY, health_check_interval_s=0.2)
-    member = pool.add_remote("http://fair-worker.internal")
-    member.backend._client = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=back), base_url=member.backend.base_url
-    )
     config = GatewayConfig(api_keys=KEYS, tenant_weights={"fair-alice": 3.0}, worker_api_key=WORKER_KEY)
     weights = worker.engine.cache_manager.shares.weights
     try:
-        with TestClient(create_app(config, worker=pool)) as front:
+        with serve_in_thread(back, "worker") as url, TestClient(create_app(config, worker=pool)) as front:
+            member = pool.add_remote(url)
             deadline = time.monotonic() + 30
             while not member.is_healthy:
                 assert time.monotonic() < deadline, "the worker never became healthy"

@@ -1,26 +1,30 @@
-"""A routing gateway over two HTTP workers (each a real worker app over the shared engine, reached
-through ASGI) retries a request elsewhere only when its failure says nothing about the request, marks a
-worker whose engine stopped unhealthy from its `/health`, and answers 503 on its own `/health` when
-no worker can serve."""
+"""A routing gateway over two HTTP workers (each a real worker app over the shared engine, served on
+127.0.0.1 and a free port) retries a request elsewhere only when its failure says nothing about the
+request, marks a worker whose engine stopped unhealthy from its `/health`, and answers 503 on its
+own `/health` when no worker can serve."""
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from in_thread_server import serve_in_thread
 
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
 from radixgate.gateway.workers.pool import WorkerPool
 from radixgate.gateway.workers.worker import LocalWorker
+from radixgate.gateway.workers.worker_http import WorkerConnections, WorkerResponse
 
 COMPLETION = {"model": "tiny", "prompt": "pool failure check", "max_tokens": 2, "temperature": 0}
-Fault = Callable[[httpx.Request], Awaitable[httpx.Response]]
+# A worker's answer in place of its app's (ASGI), or what the front's client raises instead of sending
+Fault = Callable[[dict[str, Any], Any, Any], Awaitable[None]] | Exception
 
 
 class Faults:
@@ -30,22 +34,45 @@ class Faults:
         self.next: Fault | None = None
         self.hit: Switch | None = None
 
+    def take(self, switch: Switch, raised: bool) -> Fault | None:
+        fault = self.next
+        if fault is None or isinstance(fault, Exception) is not raised:
+            return None
+        self.next, self.hit = None, switch
+        return fault
 
-class Switch(httpx.AsyncBaseTransport):
-    """One worker's transport to the worker app, counting `/generate` calls, open to `Faults`."""
 
-    def __init__(self, real: httpx.AsyncBaseTransport, faults: Faults) -> None:
-        self.real, self.faults = real, faults
+class Switch:
+    """One worker's app (ASGI) counting `/generate` calls, open to `Faults` that answer for it."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.faults = Faults()  # shared by both workers, fresh for each test
         self.num_generates = 0
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/generate":
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/generate":
             self.num_generates += 1
-            fault, self.faults.next = self.faults.next, None
-            if fault is not None:
-                self.faults.hit = self
-                return await fault(request)
-        return await self.real.handle_async_request(request)
+            fault = self.faults.take(self, raised=False)
+            if fault is not None and not isinstance(fault, Exception):
+                return await fault(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+class Connections(WorkerConnections):
+    """A member's real connections to its worker; a fault that is an exception is raised here, as
+    the client raises it when a connection is refused or resets (the worker never sees it)."""
+
+    def __init__(self, url: str, switch: Switch) -> None:
+        super().__init__(url)
+        self.switch = switch
+
+    async def post(self, path: str, body: bytes, headers: Mapping[str, str]) -> WorkerResponse:
+        fault = self.switch.faults.take(self.switch, raised=True) if path == "/generate" else None
+        if isinstance(fault, Exception):
+            self.switch.num_generates += 1
+            raise fault
+        return await super().post(path, body, headers)
 
 
 @dataclass
@@ -62,48 +89,50 @@ class Front:
         return sum(s.num_generates for s in self.switches)
 
 
+@pytest.fixture(scope="module")
+def served(worker: LocalWorker) -> Iterator[list[tuple[str, Switch]]]:
+    """Two worker apps over the shared engine, each on its own port."""
+    switches = [Switch(create_app(GatewayConfig(), worker=worker)) for _ in range(2)]
+    with serve_in_thread(switches[0], "worker a") as url_a, serve_in_thread(switches[1], "worker b") as url_b:
+        yield [(url_a, switches[0]), (url_b, switches[1])]
+
+
 @pytest.fixture
-def front(worker: LocalWorker) -> Iterator[Front]:
-    worker_app = create_app(GatewayConfig(), worker=worker)
+def front(worker: LocalWorker, served: list[tuple[str, Switch]]) -> Iterator[Front]:
     pool = WorkerPool(worker.tokenizer, "tiny", health_check_interval_s=0.2)
     faults, switches = Faults(), []
-    for name in ("a", "b"):
-        member = pool.add_remote(f"http://worker-{name}.internal")
-        switch = Switch(httpx.ASGITransport(app=worker_app), faults)
-        member.backend._client = httpx.AsyncClient(transport=switch, base_url=member.backend.base_url)
+    for url, switch in served:
+        switch.faults, switch.num_generates = faults, 0
+        member = pool.add_remote(url)
+        member.backend._connections = Connections(url, switch)
         switches.append(switch)
     with TestClient(create_app(GatewayConfig(), worker=pool)) as client:
         yield Front(client, pool, switches, faults)
 
 
+def _send(status: int, content_type: bytes, body: bytes) -> Fault:
+    async def fault(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return fault
+
+
 def _answer(status: int, body: dict) -> Fault:
-    async def fault(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, json=body)
-
-    return fault
-
-
-def _raise(exc: Exception) -> Fault:
-    async def fault(request: httpx.Request) -> httpx.Response:
-        raise exc
-
-    return fault
+    return _send(status, b"application/json", json.dumps(body).encode())
 
 
 def _error_event(code: str, message: str) -> Fault:
     """What a worker streams when the request fails after admission: an error event."""
     text = f"data: {json.dumps({'error': {'message': message, 'code': code}})}\n\ndata: [DONE]\n\n"
-
-    async def fault(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, text=text, headers={"content-type": "text/event-stream"})
-
-    return fault
+    return _send(200, b"text/event-stream", text.encode())
 
 
 @pytest.mark.parametrize(
     "fault",
     [
-        _raise(httpx.ConnectError("connection refused")),
+        httpx.ConnectError("connection refused"),
         _answer(503, {"error": {"message": "the queue is full", "code": "server_overloaded"}}),
     ],
     ids=["refused", "503-before-admission"],
@@ -120,7 +149,7 @@ def test_a_failure_that_says_nothing_about_the_request_is_retried(front: Front, 
     [
         (_answer(400, {"error": {"message": "bad field", "code": "invalid_value"}}), 400, "invalid_value", True),
         (_answer(500, {"error": {"message": "internal error"}}), 503, "engine_unavailable", True),
-        (_raise(httpx.ReadError("connection reset by peer")), 503, "engine_unavailable", True),
+        (httpx.ReadError("connection reset by peer"), 503, "engine_unavailable", True),
         (_error_event("request_failed", "the engine failed this request"), 500, "request_failed", True),
         (_error_event("engine_unavailable", "engine loop crashed: X"), 503, "engine_unavailable", False),
     ],

@@ -19,8 +19,9 @@ from radixgate.engine.protocol import GenerateRequest, SamplingParams, block_has
 from radixgate.gateway.app import create_app
 from radixgate.gateway.config import GatewayConfig
 from radixgate.gateway.workers.kv_index import _request_hashes
-from radixgate.gateway.workers.remote import LIMITS, RadixgateWorker
+from radixgate.gateway.workers.remote import RadixgateWorker
 from radixgate.gateway.workers.worker import LocalWorker
+from radixgate.gateway.workers.worker_http import KEEPALIVE_EXPIRY_S
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,7 @@ def test_an_idle_connection_is_dropped_before_the_worker_drops_it() -> None:
     """A request sent on a connection as the worker closes it fails as taken (a ReadError, never
     retried): the front lets an idle connection go well before `radixgate serve`'s uvicorn does."""
     served_with = uvicorn.Config(create_app)  # `radixgate serve` keeps uvicorn's keep-alive timeout
-    assert LIMITS.keepalive_expiry is not None
-    assert LIMITS.keepalive_expiry <= served_with.timeout_keep_alive / 2
+    assert KEEPALIVE_EXPIRY_S <= served_with.timeout_keep_alive / 2
 
 
 def test_one_request_chain_is_shared_by_the_workers_but_never_stale() -> None:

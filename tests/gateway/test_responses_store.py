@@ -129,35 +129,39 @@ def test_stored_bytes_count_what_is_kept(client: TestClient) -> None:
 
 
 def test_a_routing_front_serves_both_apis(worker) -> None:
-    """Through a pool over a remote radixgate worker (its app over ASGI): continuations keep their
+    """Through a pool over a remote radixgate worker (its app on a loopback port): continuations keep their
     cache hits, and a forced Messages tool call comes back as on the co-located engine."""
     import anthropic
-    import httpx
+    from in_thread_server import serve_in_thread
 
     from radixgate.gateway.app import create_app
     from radixgate.gateway.config import GatewayConfig
     from radixgate.gateway.workers.pool import WorkerPool
 
     pool = WorkerPool(worker.tokenizer, "tiny", health_check_interval_s=0.2)
-    member = pool.add_remote("http://worker.internal")
-    transport = httpx.ASGITransport(app=create_app(GatewayConfig(), worker=worker))
-    member.backend._client = httpx.AsyncClient(transport=transport, base_url=member.backend.base_url)
-    with TestClient(create_app(GatewayConfig(), worker=pool)) as front:
-        sdk = _sdk(front)
-        first = sdk.responses.create(model="tiny", input="[front] Tell a story.", max_output_tokens=8, temperature=0)
-        second = sdk.responses.create(
-            model="tiny", input="[front] Go on.", previous_response_id=first.id, max_output_tokens=1, temperature=0
-        )
-        previous = first.usage.input_tokens + first.usage.output_tokens
-        assert second.usage.input_tokens_details.cached_tokens >= 0.95 * previous
-        claude = anthropic.Anthropic(base_url=str(front.base_url), api_key="unused", http_client=front, max_retries=0)
-        weather = {"name": "get_weather", "input_schema": WEATHER_TOOL["parameters"]}  # bounded: the call ends
-        call = claude.messages.create(
-            model="tiny",
-            max_tokens=100,
-            tools=[weather],
-            tool_choice={"type": "tool", "name": "get_weather"},
-            messages=[{"role": "user", "content": "[front] Weather in Kyiv?"}],
-            extra_body={"temperature": 0},
-        )
-        assert call.stop_reason == "tool_use" and call.content[0].type == "tool_use", call
+    worker_app = create_app(GatewayConfig(), worker=worker)
+    with serve_in_thread(worker_app, "worker") as url:
+        pool.add_remote(url)  # checked healthy as the front starts
+        with TestClient(create_app(GatewayConfig(), worker=pool)) as front:
+            sdk = _sdk(front)
+            first = sdk.responses.create(
+                model="tiny", input="[front] Tell a story.", max_output_tokens=8, temperature=0
+            )
+            second = sdk.responses.create(
+                model="tiny", input="[front] Go on.", previous_response_id=first.id, max_output_tokens=1, temperature=0
+            )
+            previous = first.usage.input_tokens + first.usage.output_tokens
+            assert second.usage.input_tokens_details.cached_tokens >= 0.95 * previous
+            claude = anthropic.Anthropic(
+                base_url=str(front.base_url), api_key="unused", http_client=front, max_retries=0
+            )
+            weather = {"name": "get_weather", "input_schema": WEATHER_TOOL["parameters"]}  # bounded: the call ends
+            call = claude.messages.create(
+                model="tiny",
+                max_tokens=100,
+                tools=[weather],
+                tool_choice={"type": "tool", "name": "get_weather"},
+                messages=[{"role": "user", "content": "[front] Weather in Kyiv?"}],
+                extra_body={"temperature": 0},
+            )
+            assert call.stop_reason == "tool_use" and call.content[0].type == "tool_use", call

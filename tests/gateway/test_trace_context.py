@@ -6,10 +6,11 @@ a worker app through an httpx ASGI transport, each app with its own in-memory sp
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
+from in_thread_server import serve_in_thread
 from opentelemetry import baggage, propagate
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -77,26 +78,23 @@ def test_malformed_traceparent_starts_a_new_trace(client: TestClient, spans, tra
 
 @pytest.fixture
 def front_and_worker(worker: LocalWorker) -> Iterator[tuple[TestClient, InMemorySpanExporter, InMemorySpanExporter]]:
-    """A front gateway whose pool holds one RadixgateWorker, reaching a worker app over ASGI."""
+    """A front gateway whose pool holds one RadixgateWorker, reaching a worker app on a loopback port;
+    `front.sent` is each request the worker received: (path, its headers)."""
     worker_spans, front_spans = InMemorySpanExporter(), InMemorySpanExporter()
     worker_app = create_app(GatewayConfig(), worker=worker, span_exporter=worker_spans)
+    sent: list[tuple[str, dict[str, str]]] = []
+
+    async def recording(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            sent.append((scope["path"], {k.decode(): v.decode() for k, v in scope["headers"]}))
+        await worker_app(scope, receive, send)
+
     pool = WorkerPool(worker.tokenizer, "tiny")
-    member = pool.add_remote("http://worker.internal")
-    sent: list[httpx.Request] = []
-    transport = httpx.ASGITransport(app=worker_app)
-    member.backend._client = httpx.AsyncClient(
-        transport=transport, base_url=member.backend.base_url, event_hooks={"request": [_recorder(sent)]}
-    )
-    with TestClient(create_app(GatewayConfig(), worker=pool, span_exporter=front_spans)) as front:
-        front.sent = sent  # type: ignore[attr-defined]
-        yield front, front_spans, worker_spans
-
-
-def _recorder(sent: list[httpx.Request]):
-    async def record(request: httpx.Request) -> None:
-        sent.append(request)
-
-    return record
+    with serve_in_thread(recording, "worker") as url:
+        pool.add_remote(url)
+        with TestClient(create_app(GatewayConfig(), worker=pool, span_exporter=front_spans)) as front:
+            front.sent = sent  # type: ignore[attr-defined]
+            yield front, front_spans, worker_spans
 
 
 def test_one_trace_from_client_through_front_to_worker(front_and_worker, caller) -> None:
@@ -113,14 +111,14 @@ def test_one_trace_from_client_through_front_to_worker(front_and_worker, caller)
         assert front_span.parent.span_id == parent.span_id
         assert worker_span.parent.span_id == front_span.context.span_id  # the worker's span is the front's child
         assert {front_span.context.trace_id, worker_span.context.trace_id} == {parent.trace_id}
-    generates = [req for req in front.sent if req.url.path == "/generate"]
-    assert len(generates) == 2 and all("u-17" in req.headers["baggage"] for req in generates)
+    generates = [headers for path, headers in front.sent if path == "/generate"]
+    assert len(generates) == 2 and all("u-17" in headers["baggage"] for headers in generates)
 
 
 def test_probes_without_a_request_carry_no_trace(front_and_worker) -> None:
     front, _, _ = front_and_worker
     assert front.post("/v1/completions", json=COMPLETION).status_code == 200
-    probes = [req for req in front.sent if req.url.path != "/generate"]
-    assert probes and all("traceparent" not in req.headers for req in probes)
-    (generate,) = [req for req in front.sent if req.url.path == "/generate"]
-    assert generate.headers["traceparent"].startswith("00-")  # the front's own new trace
+    probes = [headers for path, headers in front.sent if path != "/generate"]
+    assert probes and all("traceparent" not in headers for headers in probes)
+    (generate,) = [headers for path, headers in front.sent if path == "/generate"]
+    assert generate["traceparent"].startswith("00-")  # the front's own new trace

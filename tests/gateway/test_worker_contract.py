@@ -11,9 +11,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
+from in_thread_server import serve_in_thread
 
 from radixgate.engine.protocol import TOP_LEVEL_FIELDS, GenerateRequest, SamplingParams
 from radixgate.gateway.api.errors import APIError
@@ -138,8 +138,6 @@ def test_a_mixed_pool_gives_the_co_located_tokens_on_every_member(
     pool = WorkerPool(worker.tokenizer, "tiny", policy="round_robin", health_check_interval_s=3600)
     pool.add_local(worker)
     remote_app = create_app(GatewayConfig(), worker=remote_engine)
-    remote = pool.add_remote("http://remote-engine")
-    remote.backend._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=remote_app), base_url="http://r")
     prompt = worker.tokenize("The contract test says the same words again and again and again")
     asked = {"frequency_penalty": 1.5, "presence_penalty": 1.0, "min_new_tokens": 4}
     sampling = SamplingParams(max_new_tokens=12, temperature=0.0, return_logprob=True, top_logprobs_num=2, **asked)
@@ -152,21 +150,23 @@ def test_a_mixed_pool_gives_the_co_located_tokens_on_every_member(
         "return_logprob": True,
         "top_logprobs_num": 2,
     }
-    with TestClient(create_app(GatewayConfig(), worker=pool)) as front:
-        assert all(m.is_healthy for m in pool.members.values())  # the remote passed its /server_info probe
-        for target in list(pool.members.values()):
-            for member in pool.members.values():
-                member.is_healthy = member is target
-            before = target.num_requests
-            r = front.post("/generate", json=body)
-            assert r.status_code == 200, r.text
-            assert target.num_requests == before + 1, target.kind
-            answer = r.json()
-            assert answer["output_ids"] == expected.token_ids, target.kind
-            got = [entry[0] for entry in answer["meta_info"]["output_token_logprobs"]]
-            assert got == pytest.approx(expected.output_token_logprobs, abs=1e-5), target.kind
-            for member in pool.members.values():
-                member.is_healthy = True
+    with serve_in_thread(remote_app, "remote worker") as url:
+        pool.add_remote(url)
+        with TestClient(create_app(GatewayConfig(), worker=pool)) as front:
+            assert all(m.is_healthy for m in pool.members.values())  # the remote passed its /server_info probe
+            for target in list(pool.members.values()):
+                for member in pool.members.values():
+                    member.is_healthy = member is target
+                before = target.num_requests
+                r = front.post("/generate", json=body)
+                assert r.status_code == 200, r.text
+                assert target.num_requests == before + 1, target.kind
+                answer = r.json()
+                assert answer["output_ids"] == expected.token_ids, target.kind
+                got = [entry[0] for entry in answer["meta_info"]["output_token_logprobs"]]
+                assert got == pytest.approx(expected.output_token_logprobs, abs=1e-5), target.kind
+                for member in pool.members.values():
+                    member.is_healthy = True
     remote_engine.check_idle_invariant()
 
 

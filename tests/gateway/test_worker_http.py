@@ -22,6 +22,7 @@ from radixgate.gateway.workers.worker_http import WorkerConnections, sse_events
 
 # Answers: called with the request's index on the worker and its connection's streams.
 Answer = Callable[[int, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+Runner = Callable[[Callable[[], Coroutine[Any, Any, None]]], None]
 
 
 def sse_response(events: list[dict[str, Any]], chunk_size: int = 7, extra_headers: str = "") -> bytes:
@@ -85,8 +86,21 @@ class ScriptedWorker:
             await server.wait_closed()
 
 
-def run(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    asyncio.run(asyncio.wait_for(test(), 10))
+LOOPS = ["asyncio", "uvloop"]  # uvicorn, so `radixgate serve`, runs on uvloop wherever it is installed
+
+
+@pytest.fixture(params=LOOPS)
+def run(request: pytest.FixtureRequest) -> Runner:
+    """Runs a test's coroutine (10 s at most) on a fresh event loop of each kind."""
+    factory = None
+    if request.param == "uvloop":
+        factory = pytest.importorskip("uvloop").new_event_loop
+
+    def run_on_loop(test: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(asyncio.wait_for(test(), 10))
+
+    return run_on_loop
 
 
 async def read_events(pool: WorkerConnections) -> list[dict[str, Any]]:
@@ -104,7 +118,7 @@ async def until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.005)
 
 
-def test_a_stream_split_at_every_byte_reads_the_same_on_one_kept_connection() -> None:
+def test_a_stream_split_at_every_byte_reads_the_same_on_one_kept_connection(run: Runner) -> None:
     """Each answer is written in two pieces, cut at every position in turn: inside the status line,
     a header, a chunk-size line, a CRLF, an event, a UTF-8 character, between events, the end."""
 
@@ -129,7 +143,7 @@ def test_a_stream_split_at_every_byte_reads_the_same_on_one_kept_connection() ->
     run(test)
 
 
-def test_a_stream_sent_a_byte_at_a_time_reads_the_same() -> None:
+def test_a_stream_sent_a_byte_at_a_time_reads_the_same(run: Runner) -> None:
     async def bytewise(_: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         for i in range(len(ANSWER)):
             writer.write(ANSWER[i : i + 1])
@@ -144,7 +158,7 @@ def test_a_stream_sent_a_byte_at_a_time_reads_the_same() -> None:
     run(test)
 
 
-def test_a_worker_that_closes_after_answering_gets_a_new_connection() -> None:
+def test_a_worker_that_closes_after_answering_gets_a_new_connection(run: Runner) -> None:
     """`Connection: close`, and a body ended by the connection's end: read whole, never kept."""
     eof_body = b'{"data": [1, 2, 3]}'
 
@@ -169,7 +183,7 @@ def test_a_worker_that_closes_after_answering_gets_a_new_connection() -> None:
     run(test)
 
 
-def test_a_worker_that_breaks_mid_stream_fails_the_stream_as_taken_and_broken() -> None:
+def test_a_worker_that_breaks_mid_stream_fails_the_stream_as_taken_and_broken(run: Runner) -> None:
     """After the first event the worker goes away: the reader gets httpx's RemoteProtocolError at
     once (never a hang); through `RadixgateWorker` it is the RuntimeError the pool and the PD
     router read as "the worker broke" (`_broke`), not as "the worker is down" (`is_down`)."""
@@ -204,7 +218,7 @@ def test_a_worker_that_breaks_mid_stream_fails_the_stream_as_taken_and_broken() 
     run(test)
 
 
-def test_a_worker_that_closes_before_answering_failed_a_taken_request() -> None:
+def test_a_worker_that_closes_before_answering_failed_a_taken_request(run: Runner) -> None:
     async def hang_up(_: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.close()
 
@@ -218,7 +232,7 @@ def test_a_worker_that_closes_before_answering_failed_a_taken_request() -> None:
     run(test)
 
 
-def test_a_refused_connection_is_unavailable_and_down() -> None:
+def test_a_refused_connection_is_unavailable_and_down(run: Runner) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # nothing listens there once the socket closes
@@ -231,7 +245,7 @@ def test_a_refused_connection_is_unavailable_and_down() -> None:
     run(test)
 
 
-def test_a_connection_not_accepted_in_time_is_a_connect_timeout() -> None:
+def test_a_connection_not_accepted_in_time_is_a_connect_timeout(run: Runner) -> None:
     """A listener whose backlog is full drops the SYN: the connect hangs until its timeout."""
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -268,7 +282,7 @@ def stalling(after: bytes) -> Answer:
 
 
 @pytest.mark.parametrize("stalls", ["before_the_status", "mid_stream"])
-def test_a_cancelled_reader_closes_its_connection_and_frees_its_slot(stalls: str) -> None:
+def test_a_cancelled_reader_closes_its_connection_and_frees_its_slot(run: Runner, stalls: str) -> None:
     """A worker that stalls is read until the reader's task is cancelled (the client went away):
     the connection is closed, so the worker sees its end, and never kept; its slot is free again."""
     sent = b"" if stalls == "before_the_status" else ANSWER[: ANSWER.index(b"data:") + 20]
@@ -307,7 +321,7 @@ def answer_with(*answers: bytes) -> Answer:
     return write
 
 
-def test_a_response_that_ended_unread_is_kept_without_its_leftovers() -> None:
+def test_a_response_that_ended_unread_is_kept_without_its_leftovers(run: Runner) -> None:
     """The reader stopped after the first event while the rest arrived: the connection is kept,
     and the next response on it reads only its own bytes."""
     first, second = sse_response([{"n": 1}, {"n": 2}], chunk_size=1000), sse_response([{"n": 3}])
@@ -338,7 +352,7 @@ def test_a_response_that_ended_unread_is_kept_without_its_leftovers() -> None:
     run(test)
 
 
-def test_idle_connections_expire_and_one_the_worker_closed_is_never_used() -> None:
+def test_idle_connections_expire_and_one_the_worker_closed_is_never_used(run: Runner) -> None:
     async def answer_then_close_the_second(
         index: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
@@ -361,7 +375,7 @@ def test_idle_connections_expire_and_one_the_worker_closed_is_never_used() -> No
     run(test)
 
 
-def test_error_statuses_raise_their_failure_kinds_and_keep_the_connection() -> None:
+def test_error_statuses_raise_their_failure_kinds_and_keep_the_connection(run: Runner) -> None:
     error = json.dumps({"error": {"message": "draining", "code": "busy"}}).encode()
     answers = [sized_response(503, error), sized_response(500, b"boom"), sized_response(400, error)]
 
@@ -380,7 +394,7 @@ def test_error_statuses_raise_their_failure_kinds_and_keep_the_connection() -> N
     run(test)
 
 
-def test_a_large_body_and_an_interim_response_read_whole() -> None:
+def test_a_large_body_and_an_interim_response_read_whole(run: Runner) -> None:
     """A body past the read pause (the socket stops and resumes as it is taken), and a 1xx answer
     before the real one (its headers are not the response's)."""
     large = bytes(range(256)) * (3 << 12)  # 3 MiB
@@ -399,7 +413,7 @@ def test_a_large_body_and_an_interim_response_read_whole() -> None:
     run(test)
 
 
-def test_events_python_json_writes_that_msgspec_cannot_read_still_decode() -> None:
+def test_events_python_json_writes_that_msgspec_cannot_read_still_decode(run: Runner) -> None:
     async def lines() -> AsyncIterator[bytes]:
         for line in (b'data: {"logprob": -Infinity}', b"", b"data: [DONE]", b'data: {"late": 1}'):
             yield line
