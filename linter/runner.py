@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from .analysis.bodies import source_text
 from .analysis.facts import ParseFailure, parse
 from .analysis.project import Project
 from .checker import violations_for
@@ -51,14 +52,20 @@ def _root_within(path: Path, folder: Path, folder_resolved: Path, known: dict[Pa
 
 
 def _lint_group(
-    members: list[tuple[Path, str, str, bool]], settings: Settings, sources: dict[str, str]
+    members: list[tuple[Path, str, bool]], size: int, settings: Settings, sources: dict[str, str]
 ) -> list[Violation]:
-    """One group of a project's modules, linked by imports, analysed together."""
+    """One group of a project's modules ((path, module name, reported), `size` characters), linked by
+    imports, analysed together. Each file is read again here: only the group's sources are held."""
     found: list[Violation] = []
-    project = Project(lean=sum(len(source) for _, _, source, _ in members) > _LEAN_ABOVE)
-    for path, name, source, reported in members:
+    project = Project(lean=size > _LEAN_ABOVE)
+    for path, name, reported in members:
         try:
+            source = path.read_text(encoding="utf-8")
             parsed = parse(source, path.as_posix(), name)
+        except (OSError, UnicodeDecodeError) as exc:  # changed since it was first read
+            if reported:
+                found.append(unanalyzable(path, f"cannot read: {exc}"))
+            continue
         except ParseFailure as exc:
             if reported:  # one finding for the file, and the run goes on
                 found.append(unanalyzable(path, exc.detail, exc.row, exc.col))
@@ -77,9 +84,10 @@ def _lint_group(
     for entry in project.entries:
         if entry.report:
             filename = entry.path.as_posix()
-            found_here = violations_for(entry.sites, entry.parsed, filename, settings)
+            parsed = entry.parsed._replace(source=source_text(entry.parsed))
+            found_here = violations_for(entry.sites, parsed, filename, settings)
             if found_here:  # its source, for fixes
-                sources[filename] = entry.parsed.source
+                sources[filename] = parsed.source
             found.extend(found_here)
     project.__dict__.clear()
     return found
@@ -102,10 +110,10 @@ def _keep_for_checks(project: Project) -> None:
     project.entries = entries
 
 
-def import_groups(modules: list[tuple[str, str]]) -> list[list[int]]:
-    """Indices of `modules` ((dotted name, source) of one project) grouped by imports between them (a
-    module, what it imports and what imports it, transitively), each group in order, groups by first
-    member. Imports are read from the source lines, without parsing."""
+def import_groups(modules: list[tuple[str, list[str]]]) -> list[list[int]]:
+    """Indices of `modules` ((dotted name, what it imports: `scan_imports`) of one project) grouped by
+    imports between them (a module, what it imports and what imports it, transitively), each group in
+    order, groups by first member."""
     parent = list(range(len(modules)))
 
     def find(i: int) -> int:
@@ -119,8 +127,8 @@ def import_groups(modules: list[tuple[str, str]]) -> list[list[int]]:
         parts = name.split(".") if name else []
         for k in range(len(parts)):
             by_suffix.setdefault(".".join(parts[k:]), []).append(i)
-    for i, (name, source) in enumerate(modules):
-        for qual in scan_imports(source, name):
+    for i, (_, imported) in enumerate(modules):
+        for qual in imported:
             parts = qual.split(".")
             for k in range(len(parts), 0, -1):  # the module itself, or the package holding the name
                 hits = by_suffix.get(".".join(parts[:k]), [])
@@ -283,8 +291,10 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
         files_of.setdefault(root_resolved[root], []).append((path, name, context[resolved][1]))
     pending = 0  # source characters analysed since the last collection
     for _, listed in sorted(files_of.items()):
-        members: list[tuple[Path, str, str, bool]] = []  # (path, module name, source, reported)
-        for path, name, reported in listed:
+        members: list[tuple[Path, str, bool]] = []  # (path, module name, reported)
+        imports: list[tuple[str, list[str]]] = []  # (module name, what it imports)
+        sizes: list[int] = []  # characters
+        for path, name, reported in listed:  # read for imports (its group reads it again)
             try:
                 source = path.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
@@ -293,10 +303,13 @@ def _lint_paths(paths: list[str], settings: Settings, force_exclude: bool) -> Re
                 continue
             if reported:
                 lines += source.count("\n") + 1
-            members.append((path, name, source, reported))
-        for group in import_groups([(name, source) for _, name, source, _ in members]):
-            violations.extend(_lint_group([members[i] for i in group], settings, sources))
-            pending += sum(len(members[i][2]) for i in group)
+            members.append((path, name, reported))
+            imports.append((name, scan_imports(source, name)))
+            sizes.append(len(source))
+        for group in import_groups(imports):
+            size = sum(sizes[i] for i in group)
+            violations.extend(_lint_group([members[i] for i in group], size, settings, sources))
+            pending += size
             if pending > _COLLECT_EVERY:  # a group's trees and summaries hold cycles: free them now and then
                 gc.collect()
                 pending = 0

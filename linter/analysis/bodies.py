@@ -3,8 +3,10 @@ does not keep every parsed tree alive at once.
 
 Once a module is added to a lean project (`release`), each of its functions keeps its name, its
 parameters' names and its place, dropping its body, decorators, annotations and defaults, and each
-class keeps only its methods: what the module's top level and the project's tables read. A body is
-parsed again from the function's own lines when it is read (`body`: its module's walk, or another
+class keeps only its methods: what the module's top level and the project's tables read. Its source is
+held as UTF-8 bytes from then on (half the size of the `str` of a mostly-ASCII text holding one wide
+character), each piece decoded when read. A body is parsed again from the function's own lines when it
+is read (`body`: its module's walk, or another
 module asking what it returns), then dropped again when that module's walk is over (`drop_read`).
 The lines are the same text at the same place, so the statements parsed are the same, at the same
 rows and columns. The top-level statements go once every module's top level is read and linked
@@ -21,18 +23,18 @@ from typing import Any
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
-_NEWLINE = re.compile(r"\r\n|\r|\n")  # the line ends Python's tokenizer counts (not `str.splitlines`'s)
+_NEWLINE = re.compile(rb"\r\n|\r|\n")  # the line ends Python's tokenizer counts (not `str.splitlines`'s)
 
 
 class Bodies:
-    """A lean project's dropped bodies: each module's source, and the bodies parsed again since the
-    last `drop_read`."""
+    """A lean project's dropped bodies: each module's source (UTF-8), and the bodies parsed again since
+    the last `drop_read`."""
 
     def __init__(self) -> None:
         self.read: list[tuple[Any, Function]] = []  # (module, function) parsed again since `drop_read`
-        self.starts: dict[int, array[int]] = {}  # id(source) -> each line's offset (sources live as long)
+        self.starts: dict[int, array[int]] = {}  # id(source) -> each line's byte offset (sources live as long)
 
-    def line_starts(self, source: str) -> array[int]:
+    def line_starts(self, source: bytes) -> array[int]:
         if id(source) not in self.starts:
             self.starts[id(source)] = array("q", itertools.chain((0,), map(re.Match.end, _NEWLINE.finditer(source))))
         return self.starts[id(source)]
@@ -40,7 +42,7 @@ class Bodies:
     def release(self, module: Any, source: str, functions: list[tuple[Function, str | None]]) -> None:
         """Drop the bodies of `functions` (every function of `module`, nested ones included) and the
         statements of its classes other than their methods."""
-        module.bodies = (self, source)
+        module.bodies = (self, source.encode())
         module.held_lines = None  # split again when read (`Module.lines`)
         for fn, _ in functions:  # the analysis reads a signature's parameter names and its place only
             fn.body, fn.decorator_list, fn.returns = [], [], None
@@ -80,11 +82,17 @@ def body(module: Any, fn: Function) -> list[ast.stmt]:
     return fn.body
 
 
-def _parse_body(source: str, starts: array[int], fn: Function) -> list[ast.stmt]:
+def source_text(parsed: Any) -> str:
+    """A parsed file's source: `parsed.source`, or the UTF-8 a lean project holds in its place (`release`)."""
+    bodies = parsed.module.bodies
+    return parsed.source if bodies is None else bodies[1].decode()
+
+
+def _parse_body(source: bytes, starts: array[int], fn: Function) -> list[ast.stmt]:
     """The body of the function at `fn`'s place in `source`: its lines parsed alone (behind blank
     lines and, when indented, an `if 1:`, so that rows and columns stay), else the whole source."""
     first, last = fn.lineno, fn.end_lineno or fn.lineno
-    text = source[starts[first - 1] : starts[last] if last < len(starts) else len(source)]
+    text = source[starts[first - 1] : starts[last] if last < len(starts) else len(source)].decode()
     head = "\n" * (first - 1) if fn.col_offset == 0 else "\n" * (first - 2) + "if 1:\n"
     found: ast.AST | None = None
     try:
@@ -93,7 +101,7 @@ def _parse_body(source: str, starts: array[int], fn: Function) -> list[ast.stmt]
     except (SyntaxError, ValueError, IndexError):
         pass
     if not _same_place(found, fn):
-        found = next((n for n in ast.walk(ast.parse(source)) if _same_place(n, fn)), None)
+        found = next((n for n in ast.walk(ast.parse(source.decode())) if _same_place(n, fn)), None)
     assert isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)), fn.name
     return found.body
 

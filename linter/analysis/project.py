@@ -20,7 +20,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bodies import Bodies, callee_only
+from .bodies import Bodies, callee_only, source_text
 from .calls import Evaluator
 from .facts import PLAIN_NAME, Parsed, ParseFailure, called_names, called_suffixes, hot_line_prefix, parse
 from .reader import (
@@ -66,7 +66,7 @@ class Call:
 @dataclass
 class Entry:
     path: Path
-    parsed: Parsed
+    parsed: Parsed  # its `source` is "" in a lean project, which holds it as UTF-8 (`source_text`)
     report: bool
     sites: list[Site] = field(default_factory=list)
     walker: Walker | None = None
@@ -111,6 +111,7 @@ class Project:
                 self.methods.setdefault(fn.name, {}).setdefault(module.name, []).append(key)
         if self.bodies is not None:
             self.bodies.release(module, parsed.source, functions_of(parsed))
+            self.entries[-1].parsed = parsed._replace(source="")
 
     def defer(self, path: Path, source: str, name: str, report: bool = False) -> None:
         """A module without prompt words: read only if another module imports from it, or (when
@@ -132,8 +133,7 @@ class Project:
                 return None
             if parsed is not None:
                 self.add(path, parsed, False)
-                entry = self.entries[-1]
-                entry.walker = start_walk(parsed, entry.sites.append)
+                self.entries[-1].walker = start_walk(parsed, self.entries[-1].sites.append)
                 found = self.modules.get(dotted, [])
         return found[0] if len(found) == 1 else None
 
@@ -259,7 +259,7 @@ class Project:
         odd = [w for w in holders if not PLAIN_NAME.fullmatch(w)]  # names `called_suffixes` may miss
         for entry in self.entries:  # lines calling a function of a connected module are worth a look
             module = entry.parsed.module
-            low = entry.parsed.source.lower()
+            low = source_text(entry.parsed).lower()
             near = self.near(module)
             found = [w for w in called_suffixes(low) if w in holders] + [w for w in odd if w + "(" in low]
             hits = tuple(sorted({w + "(" for w in found if not holders[w].isdisjoint(near)}))
