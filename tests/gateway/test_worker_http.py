@@ -35,11 +35,8 @@ def sse_response(events: list[dict[str, Any]], chunk_size: int = 7, extra_header
     return head.encode() + framed + b"0\r\n\r\n"
 
 
-def sized_response(status: int, body: bytes, extra_headers: str = "") -> bytes:
-    head = (
-        f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n{extra_headers}Content-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
+def sized_response(status: int, body: bytes) -> bytes:
+    return f"HTTP/1.1 {status} X\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
 
 
 EVENTS = [{"n": 1, "text": "a\nb"}, {"n": 2, "text": "ü" * 5}, {"n": 3, "text": ""}]
@@ -119,41 +116,27 @@ async def until(condition: Callable[[], bool]) -> None:
 
 
 def test_a_stream_split_at_every_byte_reads_the_same_on_one_kept_connection(run: Runner) -> None:
-    """Each answer is written in two pieces, cut at every position in turn: inside the status line,
-    a header, a chunk-size line, a CRLF, an event, a UTF-8 character, between events, the end."""
+    """Each answer is written in two pieces, cut at every position in turn (inside the status line,
+    a header, a chunk-size line, a CRLF, an event, a UTF-8 character, between events, the end),
+    then one a byte at a time."""
 
-    async def split_at(index: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        cut = 1 + index % (len(ANSWER) - 1)
-        writer.write(ANSWER[:cut])
-        await writer.drain()
-        await asyncio.sleep(0.001)  # the client reads the first piece alone
-        writer.write(ANSWER[cut:])
+    async def split(index: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        cuts = [1 + index] if index < len(ANSWER) - 1 else range(1, len(ANSWER))
+        for start, end in zip([0, *cuts], [*cuts, len(ANSWER)], strict=True):
+            writer.write(ANSWER[start:end])
+            await writer.drain()
+            await asyncio.sleep(0.001 if len(cuts) == 1 else 0)  # the client reads the first piece alone
 
     async def test() -> None:
-        async with ScriptedWorker(split_at).running() as worker:
+        async with ScriptedWorker(split).running() as worker:
             pool = WorkerConnections(worker.url)
-            for _ in range(len(ANSWER) - 1):
+            for _ in range(len(ANSWER)):
                 assert await read_events(pool) == EVENTS
             pool.close()
         assert pool.num_connects == 1 and worker.num_connections == 1
         first = worker.requests[0]
         assert first.startswith(b"POST /generate HTTP/1.1\r\n") and b"\r\nX-Trace: t\r\n" in first
         assert first.endswith(b'\r\n\r\n{"input_ids":[1,2]}')
-
-    run(test)
-
-
-def test_a_stream_sent_a_byte_at_a_time_reads_the_same(run: Runner) -> None:
-    async def bytewise(_: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        for i in range(len(ANSWER)):
-            writer.write(ANSWER[i : i + 1])
-            await writer.drain()
-            if i % 8 == 0:
-                await asyncio.sleep(0)
-
-    async def test() -> None:
-        async with ScriptedWorker(bytewise).running() as worker:
-            assert await read_events(WorkerConnections(worker.url)) == EVENTS
 
     run(test)
 
@@ -218,29 +201,23 @@ def test_a_worker_that_breaks_mid_stream_fails_the_stream_as_taken_and_broken(ru
     run(test)
 
 
-def test_a_worker_that_closes_before_answering_failed_a_taken_request(run: Runner) -> None:
-    async def hang_up(_: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.close()
-
-    async def test() -> None:
-        async with ScriptedWorker(hang_up).running() as worker:
-            with pytest.raises(WorkerError) as failed:
-                await WorkerConnections(worker.url).open("/generate", {}, {})
-            assert isinstance(failed.value.__cause__, httpx.RemoteProtocolError)
-            assert _broke(failed.value) and not is_down(failed.value)
-
-    run(test)
-
-
-def test_a_refused_connection_is_unavailable_and_down(run: Runner) -> None:
+def test_a_refused_request_is_unavailable_and_one_dropped_unanswered_was_taken(run: Runner) -> None:
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # nothing listens there once the socket closes
 
+    async def hang_up(_: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
     async def test() -> None:
-        with pytest.raises(WorkerUnavailable) as failed:
+        with pytest.raises(WorkerUnavailable) as refused:
             await WorkerConnections(f"http://127.0.0.1:{port}").open("/generate", {}, {})
-        assert isinstance(failed.value.__cause__, httpx.ConnectError) and is_down(failed.value)
+        assert isinstance(refused.value.__cause__, httpx.ConnectError) and is_down(refused.value)
+        async with ScriptedWorker(hang_up).running() as worker:
+            with pytest.raises(WorkerError) as dropped:
+                await WorkerConnections(worker.url).open("/generate", {}, {})
+        assert isinstance(dropped.value.__cause__, httpx.RemoteProtocolError)
+        assert _broke(dropped.value) and not is_down(dropped.value)
 
     run(test)
 
@@ -353,16 +330,14 @@ def test_a_response_that_ended_unread_is_kept_without_its_leftovers(run: Runner)
 
 
 def test_idle_connections_expire_and_one_the_worker_closed_is_never_used(run: Runner) -> None:
-    async def answer_then_close_the_second(
-        index: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def answer(index: int, _reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(ANSWER)
         await writer.drain()
         if index == 1:
             writer.close()  # as a worker's keep-alive timeout does, after the response
 
     async def test() -> None:
-        async with ScriptedWorker(answer_then_close_the_second).running() as worker:
+        async with ScriptedWorker(answer).running() as worker:
             pool = WorkerConnections(worker.url, keepalive_expiry_s=0.05)
             assert await read_events(pool) == EVENTS
             await asyncio.sleep(0.1)  # past the expiry: dropped, not reused
