@@ -8,9 +8,8 @@ import ast
 import bisect
 import collections
 import itertools
-import operator
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..files import absolute
@@ -51,7 +50,7 @@ _HOT_WORDS = _TRIGGER_WORDS + (
     "from_",
     "message",
 )
-#: The words `hot_line_prefix` searches for: a word that contains another (`messages`, `message`) finds no new line.
+#: The words `hot_lines` searches for: a word that contains another (`messages`, `message`) finds no new line.
 _SCAN_WORDS = tuple(w for w in _HOT_WORDS if not any(o != w and o in w for o in _HOT_WORDS))
 
 
@@ -90,19 +89,19 @@ def parse(source: str, filename: str, name: str = "", force: bool = False) -> Pa
     except ValueError as exc:  # a null byte (before Python 3.12)
         raise ParseFailure(f"{filename}:1:1: cannot parse: {exc}", 1, 1, f"syntax error: {exc}") from None
     lines = source.splitlines()
-    module = collect_module(tree, lines, hot_line_prefix(low, len(lines)), name)
+    module = collect_module(tree, lines, hot_lines(low, len(lines)), name)
     module.may_use_radixgate = "radixgate" in source or any(q.startswith("radixgate") for q in module.imports.values())
     return Parsed(tree, module, source)
 
 
-def collect_module(tree: ast.Module, lines: list[str], hot_prefix: Sequence[int], name: str = "") -> Module:
+def collect_module(tree: ast.Module, lines: list[str], hot: bytearray, name: str = "") -> Module:
     """Imports, top-level functions, classes and their fields, literal string constants and a global
-    `random.seed` (`hot_prefix`: `Module.hot_prefix`; `name`: the dotted module name, for relative
+    `random.seed` (`hot`: `Module.hot_lines`; `name`: the dotted module name, for relative
     imports)."""
     module = Module(lines)
     module.num_lines = len(lines)
     module.name = name
-    module.hot_prefix = hot_prefix
+    module.hot_lines = hot
     stack = tree.body[::-1]  # in source order: a constant may be built from earlier ones
     while stack:
         stmt = stack.pop()
@@ -222,17 +221,16 @@ def called_suffixes(low: str) -> set[str]:
     return out
 
 
-def hot_line_prefix(
-    low: str, num_lines: int, extra: tuple[str, ...] = (), base: Sequence[int] | None = None
-) -> Sequence[int]:
-    """Running count of lines holding a `_HOT_WORDS` word (or one of `extra`, such as the names of
-    the project's wrappers): prefix[i] counts lines 1..i. `base`: this prefix without `extra`, already
-    computed (only `extra` is searched then)."""
+def hot_lines(low: str, num_lines: int, extra: tuple[str, ...] = (), base: bytearray | None = None) -> bytearray:
+    """The lines holding a `_HOT_WORDS` word (or one of `extra`, such as the names of the project's
+    wrappers): marked[i] is 1 for such a line i (1-based; marked[0] is 0). A byte a line, not a count
+    a line (an int object each past 256). `base`: these marks without `extra`, already computed (only
+    `extra` is searched then)."""
     find = low.find
     starts = [0, *itertools.accumulate(map((1).__add__, map(len, low.split("\n"))))]  # each line's offset
     size = max(num_lines, len(starts)) + 1
     if base is not None and len(base) == size:
-        marked = bytearray(map(operator.sub, base, [0, *base[:-1]]))
+        marked = bytearray(base)
     else:
         marked, base = bytearray(size), None
     for word in extra if base is not None else _SCAN_WORDS + extra:
@@ -241,4 +239,4 @@ def hot_line_prefix(
             line = bisect.bisect_right(starts, at)
             marked[line] = 1
             at = find(word, starts[line])  # the next line: one hit per line is enough
-    return list(itertools.accumulate(marked))
+    return marked

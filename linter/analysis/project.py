@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .bodies import Bodies, callee_only, source_text
 from .calls import Evaluator
-from .facts import PLAIN_NAME, Parsed, ParseFailure, called_names, called_suffixes, hot_line_prefix, parse
+from .facts import PLAIN_NAME, Parsed, ParseFailure, called_names, called_suffixes, hot_lines, parse
 from .reader import (
     finish_walk,
     functions_of,
@@ -264,7 +264,7 @@ class Project:
             found = [w for w in called_suffixes(low) if w in holders] + [w for w in odd if w + "(" in low]
             hits = tuple(sorted({w + "(" for w in found if not holders[w].isdisjoint(near)}))
             if hits:
-                module.hot_prefix = hot_line_prefix(low, module.num_lines, hits, module.hot_prefix)
+                module.hot_lines = hot_lines(low, module.num_lines, hits, module.hot_lines)
 
     def note_call(self, sinks: SinkReader, node: ast.Call, scope: Scope) -> None:
         """Remember a call that may reach one of the project's functions, with its arguments (read

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,7 +68,7 @@ class Module:
     returns: dict[str, Shape] = field(default_factory=dict)
     in_progress: set[str] = field(default_factory=set)
     prompt_names: set[str] = field(default_factory=set)  # names bound to radixgate's Prompt class
-    hot_prefix: Sequence[int] = field(default_factory=list)  # running count of lines worth a look
+    hot_lines: bytearray = field(default_factory=bytearray)  # 1 at each line worth a look (`facts.hot_lines`)
     num_lines: int = 0  # len(lines)
     name: str = ""  # dotted module name within the project
     project: Any = None  # the `project.Project` being linted, when there is one
@@ -123,10 +123,10 @@ class Module:
 
     def is_hot(self, first: int, last: int) -> bool:
         """Whether any line in `first..last` (1-based) may hold part of a prompt site."""
-        hot = self.hot_prefix
+        hot = self.hot_lines
         if not hot:
             return True
-        return hot[min(last, len(hot) - 1)] - hot[max(first - 1, 0)] > 0
+        return hot.find(1, max(first, 1), min(last, len(hot) - 1) + 1) >= 0
 
     def qualname(self, node: ast.expr) -> str | None:
         """`np.random.shuffle` -> "numpy.random.shuffle", resolving this module's imports;

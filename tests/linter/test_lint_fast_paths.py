@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from radixgate.bench import lint_determinism
-from radixgate.linter.analysis.facts import PLAIN_NAME, called_names, called_suffixes, hot_line_prefix
+from radixgate.linter.analysis.facts import PLAIN_NAME, called_names, called_suffixes, hot_lines
 from radixgate.linter.runner import _IMPORT_LINE, _import_lines, _root_within, scan_imports
 
 SOURCES = [
@@ -45,9 +45,9 @@ def test_import_lines_are_the_regex_matches_and_scan_reads_them() -> None:
 def test_hot_lines_extended_by_extra_words_equal_a_fresh_search() -> None:
     for low in _random_sources(300):
         lines = len(low.splitlines())
-        base = hot_line_prefix(low, lines)
+        base = hot_lines(low, lines)
         for extra in (("ask(",), ("foo(", "x(")):
-            assert hot_line_prefix(low, lines, extra, base) == hot_line_prefix(low, lines, extra)
+            assert hot_lines(low, lines, extra, base) == hot_lines(low, lines, extra)
 
 
 def test_project_roots_found_once_per_folder_are_the_same(tmp_path: Path) -> None:
