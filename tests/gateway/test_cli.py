@@ -105,3 +105,38 @@ def test_served_connections_have_nodelay() -> None:
         return seen["nodelay"]
 
     assert asyncio.run(accepted_nodelay()) == 1
+
+
+def test_serve_freezes_what_start_up_built_before_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What start-up built (the model, the engine, the modules) leaves the collector's generations
+    after the app is made and before the first request is served, so no full collection walks it
+    mid-stream; the garbage of start-up is collected, not frozen."""
+    import gc
+    import types
+    import weakref
+
+    import uvicorn
+
+    from radixgate.gateway import app as app_module
+
+    class Garbage:
+        pass
+
+    seen: dict[str, object] = {}
+
+    def create_app(config):  # what the real one does here: build the worker, leave garbage behind
+        cycle = Garbage()
+        cycle.self = cycle  # type: ignore[attr-defined]
+        seen["garbage"], seen["frozen_at_create"] = weakref.ref(cycle), gc.get_freeze_count()
+        return types.SimpleNamespace(state=types.SimpleNamespace(gateway=types.SimpleNamespace(auth=None)))
+
+    monkeypatch.setattr(app_module, "create_app", create_app)
+    monkeypatch.setattr(cli, "install_key_reload", lambda args, auth: None)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: seen.update(frozen=gc.get_freeze_count()))
+    gc.unfreeze()
+    try:
+        assert cli.main(["--port", "0", "--worker", "http://127.0.0.1:9"]) == 0
+    finally:
+        gc.unfreeze()  # the rest of the test session collects as before
+    assert seen["frozen_at_create"] == 0 and seen["frozen"] > 10_000  # all that was imported and built
+    assert seen["garbage"]() is None  # collected before the freeze
