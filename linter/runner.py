@@ -98,16 +98,19 @@ _READ_BY_CHECKS = frozenset({"held_lines", "bodies", "variants", "num_lines", "n
 
 
 def _keep_for_checks(project: Project) -> None:
-    """Let go of all a group's analysis but its sites and what the checks read of each module, before
-    the checks run: their first exact token count loads the tokenizer's vocabulary (tens of MB),
-    which then reuses that memory instead of adding to the group's peak."""
-    for entry in project.entries:
+    """Let go of all a group's analysis but what the checks read before they run: the reported modules
+    with sites (a module without any has no findings), their sites and text. Their first exact token
+    count loads the tokenizer's vocabulary (tens of MB), which then reuses that memory instead of adding
+    to the group's peak."""
+    checked = [entry for entry in project.entries if entry.report and entry.sites]
+    for entry in checked:
         module = entry.parsed.module
         for name in [n for n in vars(module) if n not in _READ_BY_CHECKS]:
             delattr(module, name)
-    entries = project.entries
+        if module.bodies is not None:  # its text, not the lean store (every module's line offsets)
+            module.bodies = (None, module.bodies[1])
     project.__dict__.clear()
-    project.entries = entries
+    project.entries = checked
 
 
 def import_groups(modules: list[tuple[str, list[str]]]) -> list[list[int]]:
