@@ -13,7 +13,8 @@ guesses what each holds), then, on workers restarted with KV events on, radixgat
 (exact) and `sglang-router` 0.3.2 `--policy cache_aware` (its defaults), alternating run for run for
 `--rounds` rounds. Every process it starts is stopped before it returns. Beside each row: the
 independent references of `router_bounds.py` over the requests as that run sent them (Belady over
-one cache of the summed pools, an upper bound; LRU over the summed size, a reference).
+one cache of the summed pools, an upper bound; LRU over the summed size, a reference), and live,
+the router process's CPU per answered request.
 `--simulate` runs the gateway's own `Router` over one LRU `RadixCache` per worker instead
 (`router_sim.py`; its req/s is modelled, labelled so); SGLang's router is not simulated.
 """
@@ -55,6 +56,7 @@ class Row:
     failed: int
     modelled: bool = False
     first_error: str | None = None  # what the first failed request was told
+    cpu_ms: float | None = None  # the router process's CPU time (all threads) per answered request, live only
 
     @property
     def vs_bound(self) -> float:
@@ -175,6 +177,14 @@ class SglRouter:
             terminate(process)
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its children, every thread counted."""
+    import psutil
+
+    process = psutil.Process(pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
+
+
 def _row(
     name: str,
     prompts: Sequence[list[int]],
@@ -208,12 +218,15 @@ def run_live(preset: Preset, workload: Any, prompts: list[list[int]], pool: int,
     env = {"RADIXGATE_NUM_THREADS": "1", "RADIXGATE_CACHE_SECRET": secrets.token_hex(16)}
     rows: list[Row] = []
 
-    def run(name: str, base_url: str, urls: list[str]) -> None:
+    def run(name: str, base_url: str, urls: list[str], pid: int) -> None:
         _flush(urls)
+        cpu_before = _cpu_s(pid)
         sent, results, wall = asyncio.run(_drive(base_url, workload.sessions, workload.arrivals, preset.concurrency))
         row = _row(name, prompts, capacity, sent, results, wall)
+        row.cpu_ms = 1000 * (_cpu_s(pid) - cpu_before) / max(1, row.ok)
         print(
-            f"  {name}: hit {row.hit_rate:.3f} (bound {row.bound:.3f}), {row.rps:.2f} req/s, {row.failed} failed",
+            f"  {name}: hit {row.hit_rate:.3f} (bound {row.bound:.3f}), {row.rps:.2f} req/s, "
+            f"router CPU {row.cpu_ms:.2f} ms/req, {row.failed} failed",
             flush=True,
         )
         if row.first_error:
@@ -244,11 +257,13 @@ def run_live(preset: Preset, workload: Any, prompts: list[list[int]], pool: int,
                         continue
                     if name == "sgl-router":
                         with SglRouter(urls, args.sgl_log) as sgl:
-                            run(name, sgl.base_url, urls)
+                            assert sgl.process is not None
+                            run(name, sgl.base_url, urls, sgl.process.pid)
                         continue
                     policy = name if not name.startswith("radixgate") else "cache_aware"
                     with front(policy, urls) as f:
-                        run(name, f.base_url, urls)
+                        assert f.process is not None
+                        run(name, f.base_url, urls, f.process.pid)
         finally:
             for w in workers:
                 w.stop()
@@ -295,11 +310,14 @@ def print_rows(preset: Preset, seed: int, pool: int, num_requests: int, rows: Se
         f"history keeping off" + (" (simulated: LRU radix caches, modelled req/s)" if modelled else "")
     )
     rps = "req/s*" if modelled else "req/s"
+    live = any(r.cpu_ms is not None for r in rows)
     header = f"{'router':<22} {'hit':>6} {rps:>7} {'hit/bound':>9} {'ok':>5} {'failed':>6}"
+    header += f" {'CPU ms/req':>10}" if live else ""
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r.router:<22} {r.hit_rate:>6.3f} {r.rps:>7.2f} {r.vs_bound:>9.3f} {r.ok:>5} {r.failed:>6}")
+        line = f"{r.router:<22} {r.hit_rate:>6.3f} {r.rps:>7.2f} {r.vs_bound:>9.3f} {r.ok:>5} {r.failed:>6}"
+        print(line + (f" {r.cpu_ms:>10.2f}" if r.cpu_ms is not None else ""))
     if rows:
         bound = max(r.bound for r in rows)
         lru = max(r.lru for r in rows)
@@ -314,6 +332,8 @@ def print_rows(preset: Preset, seed: int, pool: int, num_requests: int, rows: Se
         )
     if modelled:
         print("req/s*: requests per million modelled token-times, for ratios only")
+    if live:
+        print("CPU ms/req: the router process's user + system CPU (all threads) over the run, per answered request")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -347,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
             import sglang_router  # noqa: F401
         except ImportError:
             print("--against sglang-router needs sglang-router==0.3.2 (the dev extra)", file=sys.stderr)
+            return 2
+    if not args.simulate:
+        try:
+            import psutil  # noqa: F401
+        except ImportError:
+            print("a live run measures each router's CPU with psutil (the dev extra)", file=sys.stderr)
             return 2
     from radixgate.gateway.workers.front import load_front_tokenizer
 
