@@ -9,9 +9,6 @@
    site. A noted call to a wrapper is a site at the call, with the argument where the parameter was
    and the chain of wrappers in the message. Repeated until no new wrapper appears (wrappers of
    wrappers), at most `_ROUNDS` times.
-
-Given explicit files (as pre-commit passes them), the modules they import from the same project are
-read for their summaries too, but findings are reported only for the files given.
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ from .reader import (
     has_parameters,
     message_list,
     parameters,
+    reads_parameters,
     start_walk,
     template_constant_sites,
 )
@@ -82,6 +80,7 @@ class Project:
         self.modules: dict[str, list[Module]] = {}  # dotted name and each dotted suffix -> modules
         self.functions: dict[Key, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.owners: dict[Key, Module] = {}
+        self.twins: set[Key] = set()  # keys defined more than once (`functions` holds the first)
         self.names: set[str] = set()  # simple names of every function and method
         self.methods: dict[str, dict[str, list[Key]]] = {}  # method name -> module name -> its keys
         self.wrappers: dict[Key, Wrapper] = {}
@@ -104,7 +103,8 @@ class Project:
             self.modules.setdefault(".".join(parts[i:]), []).append(module)
         for fn, cls in functions_of(parsed):
             key = (module.name, cls, fn.name)
-            self.functions.setdefault(key, fn)
+            if self.functions.setdefault(key, fn) is not fn:
+                self.twins.add(key)
             self.owners.setdefault(key, module)
             self.names.add(fn.name)
             if cls is not None:
@@ -207,10 +207,9 @@ class Project:
 
     def near(self, module: Module) -> set[str]:
         """The names of `connected(module)`, remembered."""
-        key = id(module)
-        if key not in self._near:
-            self._near[key] = {m.name for m in self.connected(module)}
-        return self._near[key]
+        if id(module) not in self._near:
+            self._near[id(module)] = {m.name for m in self.connected(module)}
+        return self._near[id(module)]
 
     # -- reading -------------------------------------------------------------------------
     def run(self) -> None:
@@ -274,8 +273,8 @@ class Project:
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
         if name not in self.names:
             return
-        targets = self.targets(ev.module, func, scope)
-        if not targets:
+        targets = [t for t in self.targets(ev.module, func, scope) if self.may_wrap(t)]
+        if not targets:  # no function this call may reach can ever be a wrapper: never a site here
             return
         entry = self.entry_of[id(ev.module)]
         args = [ev.shape(a, scope) for a in node.args if not isinstance(a, ast.Starred)]
@@ -318,19 +317,21 @@ class Project:
         found = self.resolve(qual) if qual else None
         if found is None:
             return []
-        other, name = found
-        cls, _, fn = name.rpartition(".")
-        key = (other.name, cls or None, fn)
+        cls, _, fn = found[1].rpartition(".")
+        key = (found[0].name, cls or None, fn)
         return [key] if key in self.functions else []
+
+    def may_wrap(self, key: Key) -> bool:
+        """Whether `key` may become a wrapper: a function of the project whose parameters are known where
+        its body is read (`reads_parameters`), as references to them (what makes a wrapper) arise only there."""
+        return key in self.twins or (key in self.functions and reads_parameters(self.functions[key], self.owners[key]))
 
     def function_return(self, ev: Evaluator, node: ast.Call, qual: str) -> Shape | None:
         """The shape another module's function returns, placed at this call."""
         found = self.resolve(qual)
-        if found is None or "." in found[1] or found[0] is ev.module:
+        if found is None or "." in found[1] or found[0] is ev.module or found[1] not in found[0].functions:
             return None
         other, name = found
-        if name not in other.functions:
-            return None
         spot = elsewhere(node)
         shape = Evaluator(other, ev.read_function).function_return(name, node)
         return tuple(p._replace(node=node if p.is_dynamic else spot, flaws=()) for p in shape)
@@ -360,8 +361,7 @@ class Project:
             if wrapper is None:
                 continue
             call.done = True
-            site = self.substitute(wrapper, call)
-            call.entry.sites.append(site)
+            call.entry.sites.append(site := self.substitute(wrapper, call))
             new |= self.learn(site)
         return new
 

@@ -79,6 +79,12 @@ def has_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return bool(args.kwonlyargs) or any(a.arg not in ("self", "cls") for a in args.posonlyargs + args.args)
 
 
+def reads_parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef, module: Module) -> bool:
+    """Whether `finish_walk` may read `fn`'s body with references to its parameters (`self` and `cls`
+    left out): a function with some, at a line worth a look, or an `__init__` (read for its class)."""
+    return has_parameters(fn) and (fn.name == "__init__" or module.is_hot(fn.lineno, fn.end_lineno or fn.lineno))
+
+
 def message_list(arg: ast.expr, scope: Scope) -> bool:
     """Whether a call's argument is a list of messages (a display of dicts or message objects, or a
     local list built up from them)."""

@@ -10,6 +10,10 @@ import sys
 from pathlib import Path
 
 from radixgate.bench.lint import generate
+from radixgate.linter.analysis.facts import parse
+from radixgate.linter.analysis.project import Project
+from radixgate.linter.checker import violations_for
+from radixgate.linter.settings import Settings
 
 # Linux counts a parent's memory at fork in the child's `ru_maxrss`, so the measuring process is started
 # from a small launcher (a bare interpreter, about 10 MB), not from pytest's large process.
@@ -42,3 +46,32 @@ def test_peak_memory_on_a_100k_line_tree_is_at_most_100_mb(tmp_path: Path) -> No
     measured = json.loads(done.stdout)
     assert measured["lines"] >= 100_000 and measured["files"] == files and measured["findings"] > 1000
     assert measured["peak_mb"] <= 100, measured
+
+
+WRAPPED = (
+    "from openai import OpenAI\n\nclient = OpenAI()\n\n\n"
+    "def ask(system, question):\n"
+    "    return client.chat.completions.create(model='m', messages=[\n"
+    "        {'role': 'system', 'content': system}, {'role': 'user', 'content': question}])\n\n\n"
+    "def tally(rows):\n    return len(rows)\n\n\n"
+    "def stamp():\n    return 'x'\n\n\n"
+    "def handle(request):\n"
+    "    tally(request.rows)\n    stamp()\n"
+    "    return ask(f'{request.time} ' + 'You are the support agent of the shop. Be brief. ' * 20, request.query)\n"
+    "\n\nclass Job:\n    def later(self, prompt):\n        return prompt\n"
+    "\n\nif False:\n    pass\nelse:  # a module's function that the project's table does not list\n"
+    "    def later(prompt):\n        return prompt\n\n    later('prompt')\n"
+)
+
+
+def test_only_calls_to_possible_wrappers_are_held_and_the_wrapped_finding_stays() -> None:
+    parsed = parse(WRAPPED, "app.py", "app")
+    assert parsed is not None
+    project = Project()
+    project.add(Path("app.py"), parsed, True)
+    project.run()
+    # `tally` (no line worth a look), `stamp` (no parameters) and `later` (not in the project's table) can
+    # never become wrappers: calls to them are not held
+    assert [call.targets for call in project.calls] == [[("app", None, "ask")]]
+    found = violations_for(project.entries[0].sites, parsed, "app.py", Settings())
+    assert [(v.code, v.row) for v in found if "sent by" in v.message] == [("KV101", 22)], found
