@@ -49,6 +49,7 @@ EXAMPLES: dict[str, Any] = {
     "json_any_whitespace": True,
     "priority": 2,
     "cache_pins": ((4, 60.0),),
+    "cache_credit": (4, 8),
 }
 
 
