@@ -46,11 +46,7 @@ class Bodies:
         module.held_lines = None  # split again when read (`Module.lines`)
         for fn, _ in functions:  # the analysis reads a signature's parameter names and its place only
             fn.body, fn.decorator_list, fn.returns = [], [], None
-            args = fn.args
-            args.defaults, args.kw_defaults = [], []
-            for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
-                if arg is not None:
-                    arg.annotation = None
+            fn.args = _names_only(fn.args)
         for cls in module.classes.values():  # its bases were read when its facts were collected
             cls.body = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
             cls.bases, cls.keywords, cls.decorator_list = [], [], []
@@ -70,6 +66,17 @@ class Bodies:
             fn.body = []
             module.qualnames, module.held_lines = {}, None
         self.read.clear()
+
+
+def _names_only(args: ast.arguments) -> ast.arguments:
+    """`args` as `reader.parameters` reads it: the names of the parameters other than a positional
+    `self` or `cls` (left out there too), without their positions, annotations or defaults."""
+
+    def named(found: list[ast.arg], skip: tuple[str, ...] = ("self", "cls")) -> list[ast.arg]:
+        return [ast.arg(arg=a.arg) for a in found if a.arg not in skip]
+
+    kept = {"posonlyargs": named(args.posonlyargs), "args": named(args.args), "kwonlyargs": named(args.kwonlyargs, ())}
+    return ast.arguments(**kept, vararg=None, kwarg=None, kw_defaults=[], defaults=[])
 
 
 def body(module: Any, fn: Function) -> list[ast.stmt]:
