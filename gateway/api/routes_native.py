@@ -72,7 +72,8 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     )
     ask = parse_ask((body.model_extra or {}).get(FIELD))
     prompts = await _prompts(state, body)
-    rids = _rids(body.rid, len(prompts) * sp.n)
+    limit = WORKER_RID_CHARS if getattr(request.state, "role", None) == WORKER_ROLE else MAX_RID_CHARS
+    rids = _rids(body.rid, len(prompts) * sp.n, limit)
     held = _hold_rids(request, tenant, rids)  # released when nothing references it any more
     tags = RequestTags.from_metadata(body.metadata)
     jobs = []
@@ -123,7 +124,13 @@ async def _prompts(state: AppState, body: GenerateRequest) -> list[tuple[str | N
     return [(None, list(ids))]  # type: ignore[arg-type]
 
 
-def _rids(rid: str | list[str] | None, count: int) -> list[str]:
+MAX_RID_CHARS = 128  # a client's request id
+# On the worker channel the id is a front's: its tenant prefix ("<12 hex>/") and a PD retry's
+# "~retryN" come before and after the client's id, which the front held to MAX_RID_CHARS already.
+WORKER_RID_CHARS = MAX_RID_CHARS + 13 + 16
+
+
+def _rids(rid: str | list[str] | None, count: int, limit: int = MAX_RID_CHARS) -> list[str]:
     if isinstance(rid, list):
         if len(rid) != count:
             raise APIError(400, f"'rid' has {len(rid)} ids for {count} requests (prompts x n)", param="rid")
@@ -131,8 +138,8 @@ def _rids(rid: str | list[str] | None, count: int) -> list[str]:
     else:
         base = rid or uuid.uuid4().hex
         rids = [base] if count == 1 else [f"{base}-{i}" for i in range(count)]
-    if any(len(r) > 128 for r in rids):
-        raise APIError(400, "each 'rid' must be at most 128 characters", param="rid")
+    if any(len(r) > limit for r in rids):
+        raise APIError(400, f"each 'rid' must be at most {limit} characters", param="rid")
     if len(set(rids)) != len(rids):
         raise APIError(400, "the ids in 'rid' repeat; give each request its own id", param="rid")
     return rids

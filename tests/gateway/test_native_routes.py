@@ -82,3 +82,19 @@ def test_openapi_lists_the_routes(client: TestClient) -> None:
         "/dashboard",
     ):
         assert path in paths, path
+
+
+def test_a_fronts_request_id_may_pass_a_clients_limit_on_the_worker_channel(client: TestClient, make_client) -> None:
+    """A front sends its workers `<tenant hash>/<client rid>` (and `~retryN` on a PD retry): a client
+    id at the 128-character limit must still reach the worker; a client past it is a 400 naming rid."""
+    body = {"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 1}}
+    longest_client_id = "c" * 128
+    assert client.post("/generate", json={**body, "rid": longest_client_id}).status_code == 200
+    refused = client.post("/generate", json={**body, "rid": longest_client_id + "c"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "rid"
+    worker_side = make_client(worker_api_key="worker-key-0123456789")
+    from_front = f"{'a' * 12}/{longest_client_id}~retry9"
+    headers = {"Authorization": "Bearer worker-key-0123456789"}
+    assert worker_side.post("/generate", json={**body, "rid": from_front}, headers=headers).status_code == 200
+    refused = worker_side.post("/generate", json={**body, "rid": "w" * 158}, headers=headers)
+    assert refused.status_code == 400 and "at most 157" in refused.json()["error"]["message"]
