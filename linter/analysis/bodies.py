@@ -21,6 +21,9 @@ import re
 from array import array
 from typing import Any
 
+from .scope import Elsewhere, ParamRef
+from .shape import Shape
+
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 _NEWLINE = re.compile(rb"\r\n|\r|\n")  # the line ends Python's tokenizer counts (not `str.splitlines`'s)
@@ -120,6 +123,30 @@ def _same_place(node: ast.AST | None, fn: Function) -> bool:
         and (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
         == (fn.lineno, fn.col_offset, fn.end_lineno, fn.end_col_offset)
     )
+
+
+_PLACE = ("lineno", "col_offset", "end_lineno", "end_col_offset", "holder_end", "value")
+
+
+def placed(shape: Shape) -> Shape:
+    """`shape` as a call noted for the wrappers keeps it: each part's node (and each flaw's) reduced to
+    what a finding at it reads, its place and a constant's value, in a node of the same class, so that
+    the argument's tree is not held for the rest of the analysis (parameter references kept whole)."""
+    return tuple(
+        p._replace(node=_place_of(p.node), flaws=tuple(f._replace(node=_place_of(f.node)) for f in p.flaws))
+        for p in shape
+    )
+
+
+def _place_of(node: Any) -> Any:
+    if node is None or isinstance(node, (ParamRef, Elsewhere)) or not isinstance(node, ast.AST):
+        return node
+    spot = node.__class__()
+    held = node.__dict__
+    for name in _PLACE:
+        if name in held:
+            setattr(spot, name, held[name])
+    return spot
 
 
 def callee_only(node: ast.Call) -> ast.Call:

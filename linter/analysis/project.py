@@ -17,7 +17,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bodies import Bodies, callee_only, source_text
+from .bodies import Bodies, callee_only, placed, source_text
 from .calls import Evaluator
 from .facts import PLAIN_NAME, Parsed, ParseFailure, called_names, called_suffixes, hot_lines, parse
 from .reader import (
@@ -277,17 +277,17 @@ class Project:
         if not targets:  # no function this call may reach can ever be a wrapper: never a site here
             return
         entry = self.entry_of[id(ev.module)]
-        args = [ev.shape(a, scope) for a in node.args if not isinstance(a, ast.Starred)]
-        kwargs = {kw.arg: ev.shape(kw.value, scope) for kw in node.keywords if kw.arg}
+        args = [placed(ev.shape(a, scope)) for a in node.args if not isinstance(a, ast.Starred)]
+        kwargs = {kw.arg: placed(ev.shape(kw.value, scope)) for kw in node.keywords if kw.arg}
         templates: dict[int | str, Shape] = {}
         places: list[tuple[int | str, ast.expr]] = list(enumerate(node.args))
         places += [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
         messages: dict[int | str, list[Segment]] = {}
         for where, arg in places:
             if not isinstance(arg, ast.Starred) and ev.literal(arg, scope) is not None:
-                templates[where] = sinks.template_shape(arg, scope)
+                templates[where] = placed(sinks.template_shape(arg, scope))
             elif message_list(arg, scope):
-                messages[where] = sinks.message_segments(arg, scope)
+                messages[where] = [s._replace(shape=placed(s.shape)) for s in sinks.message_segments(arg, scope)]
         self.calls.append(Call(entry, callee_only(node), targets, args, kwargs, templates, messages))
 
     def targets(self, module: Module, func: ast.expr, scope: Scope) -> list[Key]:
