@@ -35,11 +35,11 @@ class Bodies:
 
     def __init__(self) -> None:
         self.read: list[tuple[Any, Function]] = []  # (module, function) parsed again since `drop_read`
-        self.starts: dict[int, array[int]] = {}  # id(source) -> each line's byte offset (sources live as long)
+        self.starts: dict[int, array[int]] = {}  # id(source) -> each line's byte offset (4 bytes; sources live as long)
 
     def line_starts(self, source: bytes) -> array[int]:
         if id(source) not in self.starts:
-            self.starts[id(source)] = array("q", itertools.chain((0,), map(re.Match.end, _NEWLINE.finditer(source))))
+            self.starts[id(source)] = array("I", itertools.chain((0,), map(re.Match.end, _NEWLINE.finditer(source))))
         return self.starts[id(source)]
 
     def release(self, module: Any, source: str, functions: list[tuple[Function, str | None]]) -> None:
