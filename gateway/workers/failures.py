@@ -6,12 +6,18 @@ it to another worker:
   reset once sent): the same request could fail the next worker the same way, so it is never
   retried. `code` is the worker's error code ("engine_unavailable": its engine has stopped).
 - `ValueError`: the worker rejected it (4xx): the client's error, never retried.
+
+For a prefill/decode pair (`pd_router.py`), which side failed: `broke` (its connection was refused
+or broke), `prefill_retryable` (another prefill worker may serve the request) and
+`prefill_may_be_at_fault` (the decode side's transfer failed: await the prefill's own answer).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+import httpx
 
 from ..api.errors import APIError
 
@@ -68,3 +74,37 @@ def status_failure(where: str, status: int, text: str) -> Exception:
     if status >= 500:
         return WorkerError(f"{where} answered {status}: {message}", code)
     return ValueError(message)
+
+
+# ---- a prefill/decode pair (pd_router.py): which side failed, and may another prefill serve it ----
+def broke(exc: BaseException | None) -> bool:
+    """The worker's connection was refused or broke: the worker died, or is not there."""
+    while exc is not None:
+        if isinstance(exc, httpx.TransportError):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def prefill_retryable(prefill_exc: BaseException | None, decode_exc: BaseException | None) -> bool:
+    """A prefill worker that died, or refused the request (a worker's 'not now', before taking it),
+    while the decode worker lives: another prefill worker may serve the request."""
+    if prefill_exc is None or broke(decode_exc):
+        return False
+    return isinstance(prefill_exc, WorkerUnavailable) or broke(prefill_exc)
+
+
+def error_code(exc: BaseException | None) -> str | None:
+    """The worker's error code a failure carries, through the exceptions it was re-raised as."""
+    while exc is not None:
+        if getattr(exc, "code", None) is not None:
+            return exc.code  # type: ignore[attr-defined]
+        exc = exc.__cause__
+    return None
+
+
+def prefill_may_be_at_fault(decode_exc: BaseException) -> bool:
+    """The decode worker's transfer failed (`kv_transfer_failed`): the prefill worker may have died
+    or failed it, and will say so. Any other failure came before the decode side reached the
+    prefill, or is its own (refused, died, handshake, no room): the prefill would wait in vain."""
+    return not broke(decode_exc) and error_code(decode_exc) == "kv_transfer_failed"

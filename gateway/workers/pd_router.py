@@ -23,14 +23,13 @@ from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from radixgate.engine.protocol import Bootstrap, GenerateRequest, StreamDelta
 
 from ..api.errors import APIError, no_worker_available
+from .failures import WorkerUnavailable, broke, prefill_may_be_at_fault, prefill_retryable
 from .member import Member
 from .pool import DEFAULT_CAPACITY_TOKENS, WorkerPool
-from .remote import RadixgateWorker, WorkerUnavailable, failed_on, is_down, parse_worker_url
+from .remote import RadixgateWorker, failed_on, is_down, parse_worker_url
 from .router import BLOCK_TOKENS, Candidate, PrefixIndex, block_hashes
 
 DEFAULT_BOOTSTRAP_PORT = 8998  # SGLang's --disaggregation-bootstrap-port default
@@ -42,39 +41,6 @@ log = logging.getLogger("radixgate.gateway.pd_router")
 
 class PrefillFailed(Exception):
     """The prefill worker failed the request before any token reached the client: another may serve it."""
-
-
-def _broke(exc: BaseException | None) -> bool:
-    """The worker's connection was refused or broke: the worker died, or is not there."""
-    while exc is not None:
-        if isinstance(exc, httpx.TransportError):
-            return True
-        exc = exc.__cause__
-    return False
-
-
-def _retryable(prefill_exc: BaseException | None, decode_exc: BaseException | None) -> bool:
-    """A prefill worker that died, or refused the request (a worker's 'not now', before taking it),
-    while the decode worker lives: another prefill worker may serve the request."""
-    if prefill_exc is None or _broke(decode_exc):
-        return False
-    return isinstance(prefill_exc, WorkerUnavailable) or _broke(prefill_exc)
-
-
-def _code(exc: BaseException | None) -> str | None:
-    """The worker's error code a failure carries, through the exceptions it was re-raised as."""
-    while exc is not None:
-        if getattr(exc, "code", None) is not None:
-            return exc.code  # type: ignore[attr-defined]
-        exc = exc.__cause__
-    return None
-
-
-def _prefill_may_be_at_fault(decode_exc: BaseException) -> bool:
-    """The decode worker's transfer failed (`kv_transfer_failed`): the prefill worker may have died
-    or failed it, and will say so. Any other failure came before the decode side reached the
-    prefill, or is its own (refused, died, handshake, no room): the prefill would wait in vain."""
-    return not _broke(decode_exc) and _code(decode_exc) == "kv_transfer_failed"
 
 
 def free_kv_tokens(member: Member) -> tuple[float, float]:
@@ -266,7 +232,7 @@ class PDRouter(_Pool):
         except Exception as exc:
             member.num_failed += 1
             member.last_error = str(exc)
-            if is_down(exc) or _broke(exc):
+            if is_down(exc) or broke(exc):
                 member.is_healthy = False  # out until a health check passes
             raise
         finally:
@@ -289,7 +255,7 @@ class PDRouter(_Pool):
         except Exception as exc:
             member.num_failed += 1
             member.last_error = str(exc)
-            if is_down(exc) or _broke(exc):
+            if is_down(exc) or broke(exc):
                 member.is_healthy = False
             worker = f"decode worker {member.worker_id} ({member.url})"
             if isinstance(exc, WorkerUnavailable):  # what the routes answer for a worker that would not take it
@@ -354,12 +320,12 @@ class PDRouter(_Pool):
                 # Once a token came, the decode side holds all it needs: a late prefill failure is moot.
                 if not started and not step.done() and prefill.exception() is not None:
                     failed = prefill.exception()
-                    if _broke(failed):  # the decode side fails too once its transfer breaks: let it let go
+                    if broke(failed):  # the decode side fails too once its transfer breaks: let it let go
                         await asyncio.wait({step}, timeout=RELEASE_WAIT_S)
                     step.cancel()  # still waiting (a refusal): closing its stream releases its pages
                     done = await asyncio.gather(step, return_exceptions=True)
                     decode_exc = done[0] if isinstance(done[0], Exception) else None
-                    if _retryable(failed, decode_exc):
+                    if prefill_retryable(failed, decode_exc):
                         raise PrefillFailed(f"the prefill worker {member.url} failed: {failed}")
                     if isinstance(failed, ValueError):
                         raise failed  # the prefill worker rejected the request: the client's to fix
@@ -372,10 +338,10 @@ class PDRouter(_Pool):
                     return
                 except Exception as exc:
                     if not started:  # the decode side failed first: was it the prefill worker's fault?
-                        if _prefill_may_be_at_fault(exc):
+                        if prefill_may_be_at_fault(exc):
                             await asyncio.wait({prefill}, timeout=RELEASE_WAIT_S)
                         failed = prefill.exception() if prefill.done() else None
-                        if _retryable(failed, exc):
+                        if prefill_retryable(failed, exc):
                             raise PrefillFailed(f"the prefill worker {member.url} failed: {failed}") from exc
                     raise
                 started = True

@@ -16,7 +16,7 @@ import pytest
 
 from radixgate.engine.protocol import GenerateRequest, SamplingParams
 from radixgate.gateway.workers.failures import WorkerError, WorkerUnavailable, is_down
-from radixgate.gateway.workers.pd_router import _broke
+from radixgate.gateway.workers.failures import broke as _broke
 from radixgate.gateway.workers.remote import RadixgateWorker
 from radixgate.gateway.workers.worker_http import WorkerConnections, sse_events
 
