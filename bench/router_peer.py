@@ -15,6 +15,11 @@ guesses what each holds), then, on workers restarted with KV events on, radixgat
 independent references of `router_bounds.py` over the requests as that run sent them (Belady over
 one cache of the summed pools, an upper bound; LRU over the summed size, a reference), and live,
 the router process's CPU per answered request.
+`--tagged` sends every row's requests tagged as radixgate's SDK tags them (`metadata.prompt_template`
+per system message, `static_prefix_chars` its length) and `--worker-eviction-policy P` starts the
+workers with `--radix-eviction-policy P`: with `template`, whatever gateway sees the tags (a
+radixgate front, or each worker's own behind a router that passes `metadata` on) credits a
+returning template's static prefix.
 `--simulate` runs the gateway's own `Router` over one LRU `RadixCache` per worker instead
 (`router_sim.py`; its req/s is modelled, labelled so); SGLang's router is not simulated.
 """
@@ -27,11 +32,14 @@ import secrets
 import shutil
 import sys
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
 
 from .router_bounds import belady_bound, lru_reference
 from .router_presets import MAX_TOKENS, PRESETS, REPORTING, TEMPERATURE, Preset, build, pool_tokens
@@ -60,8 +68,19 @@ class Row:
         return self.hit_rate / self.bound if self.bound else 0.0
 
 
+def _tags(messages: list[dict[str, str]]) -> dict[str, Any]:
+    """The SDK's tags for a turn: its system message names the template and is its static part."""
+    system = messages[0]["content"]
+    template = f"t-{zlib.crc32(system.encode()):08x}"
+    return {"metadata": {"prompt_template": template, "static_prefix_chars": str(len(system))}}
+
+
 async def _drive(
-    base_url: str, sessions: Sequence[Sequence[list[dict[str, str]]]], arrivals: Sequence[float], concurrency: int
+    base_url: str,
+    sessions: Sequence[Sequence[list[dict[str, str]]]],
+    arrivals: Sequence[float],
+    concurrency: int,
+    tagged: bool = False,
 ) -> tuple[list[int], list[tuple[int, int, str | None]], float]:
     """Sessions in order, each no earlier than its arrival, `concurrency` at once, turns in order.
     Returns the (session, turn) index of each request in the order sent, results, wall time."""
@@ -77,6 +96,7 @@ async def _drive(
             for turn, messages in enumerate(sessions[index]):
                 sent.append(offsets[index] + turn)
                 body = {"model": "tiny", "messages": messages, "max_tokens": MAX_TOKENS, "temperature": TEMPERATURE}
+                body |= _tags(messages) if tagged else {}
                 try:
                     r = await client.post("/v1/chat/completions", json=body)
                     usage = r.json().get("usage") if r.status_code == 200 else None
@@ -165,7 +185,8 @@ def run_live(preset: Preset, workload: Any, prompts: list[list[int]], pool: int,
     def run(name: str, base_url: str, urls: list[str], pid: int) -> None:
         _flush(urls)
         cpu_before = _cpu_s(pid)
-        sent, results, wall = asyncio.run(_drive(base_url, workload.sessions, workload.arrivals, preset.concurrency))
+        drive = _drive(base_url, workload.sessions, workload.arrivals, preset.concurrency, args.tagged)
+        sent, results, wall = asyncio.run(drive)
         row = _row(name, prompts, capacity, sent, results, wall)
         row.cpu_ms = 1000 * (_cpu_s(pid) - cpu_before) / max(1, row.ok)
         print(
@@ -188,7 +209,8 @@ def run_live(preset: Preset, workload: Any, prompts: list[list[int]], pool: int,
         names = tuple(n for n in names if n != "sgl-router" or args.against == "sglang-router")
         if not any(n in args.routers for n in names):
             continue
-        flags = ["--max-total-tokens", str(pool)] + (["--enable-kv-events"] if events else [])
+        flags = ["--max-total-tokens", str(pool), "--radix-eviction-policy", args.worker_eviction_policy]
+        flags += ["--enable-kv-events"] if events else []
         workers = [ServerProcess(flags, env=env) for _ in range(preset.workers)]
         try:
             for w in workers:
@@ -290,12 +312,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--routers", default=",".join(ROUTERS_GUESS + ROUTERS_EVENTS), help="comma list of rows to run")
     p.add_argument("--limit", type=int, default=None, help="only the first N sessions (quick iterations)")
     p.add_argument("--simulate", action="store_true", help="the gateway's Router over simulated caches, no servers")
+    p.add_argument("--tagged", action="store_true", help="live: requests tagged as radixgate's SDK tags them")
+    p.add_argument(
+        "--worker-eviction-policy", default="lru", choices=EVICTION_POLICIES, help="live: the workers' eviction policy"
+    )
     p.add_argument("--sgl-log", default="/tmp/radixgate-bench-sgl-router.log", help="sglang-router's output")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.simulate and (args.tagged or args.worker_eviction_policy != "lru"):
+        parser.error("--tagged and --worker-eviction-policy are for live runs; --simulate has neither")
     names = [
         n
         for part in args.preset.split(",")
