@@ -151,5 +151,13 @@ def _place_of(node: Any) -> Any:
 
 def callee_only(node: ast.Call) -> ast.Call:
     """What a call noted for the project's wrappers keeps of its node once its arguments are read: the
-    callee, at the call's place (its arguments' trees are not held for the rest of the analysis)."""
-    return ast.copy_location(ast.Call(func=node.func, args=[], keywords=[]), node)
+    callee's dotted name (what `sinks.chain` and `sinks.is_template_call` read of it), at the call's
+    place (neither its arguments' trees nor its callee's are held for the rest of the analysis)."""
+    return ast.copy_location(ast.Call(func=_dotted_only(node.func), args=[], keywords=[]), node)
+
+
+def _dotted_only(func: ast.expr) -> ast.expr:
+    """`func`'s attribute names down to its root name; a root of another kind left as a bare node of its class."""
+    if isinstance(func, ast.Attribute):
+        return ast.Attribute(value=_dotted_only(func.value), attr=func.attr)
+    return ast.Name(id=func.id) if isinstance(func, ast.Name) else func.__class__()
