@@ -125,6 +125,7 @@ def _same_place(node: ast.AST | None, fn: Function) -> bool:
     )
 
 
+_LOAD = ast.Load()  # one context for every copy, as the parser shares one
 _PLACE = ("lineno", "col_offset", "end_lineno", "end_col_offset", "holder_end", "value")
 
 
@@ -159,5 +160,5 @@ def callee_only(node: ast.Call) -> ast.Call:
 def _dotted_only(func: ast.expr) -> ast.expr:
     """`func`'s attribute names down to its root name; a root of another kind left as a bare node of its class."""
     if isinstance(func, ast.Attribute):
-        return ast.Attribute(value=_dotted_only(func.value), attr=func.attr)
-    return ast.Name(id=func.id) if isinstance(func, ast.Name) else func.__class__()
+        return ast.Attribute(value=_dotted_only(func.value), attr=func.attr, ctx=_LOAD)
+    return ast.Name(id=func.id, ctx=_LOAD) if isinstance(func, ast.Name) else func.__class__()
