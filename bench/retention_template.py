@@ -45,18 +45,11 @@ TICKS_PER_REQUEST = 2  # one match and one insert move the tree's clock
 Request = tuple[str, list[int], int]  # (template id, prompt token ids, static prefix tokens)
 
 
-def preset_requests(preset: Preset, seed: int, tokenizer: Any) -> list[Request]:
-    """The preset's requests in arrival order: `concurrency` sessions at a time, round-robin."""
-    static: dict[str, int] = {}
-
-    def request(turn: list[dict[str, str]]) -> Request:
-        system = turn[0]["content"]
-        if system not in static:
-            static[system] = template_tokens(tokenizer, system)
-        return system[:80], prompt_ids(tokenizer, turn), static[system]
-
-    sessions = [[request(turn) for turn in session] for session in build(preset, seed, tokenizer).sessions]
-    waiting, active, out = deque(sessions), deque[deque[Request]](), []
+def ordered_turns(preset: Preset, seed: int, tokenizer: Any) -> list[list[dict[str, str]]]:
+    """The preset's chat turns in arrival order: `concurrency` sessions at a time, round-robin."""
+    waiting = deque(build(preset, seed, tokenizer).sessions)
+    active: deque[deque[list[dict[str, str]]]] = deque()
+    out = []
     while waiting or active:
         while waiting and len(active) < preset.concurrency:
             active.append(deque(waiting.popleft()))
@@ -65,6 +58,19 @@ def preset_requests(preset: Preset, seed: int, tokenizer: Any) -> list[Request]:
         if session:
             active.append(session)
     return out
+
+
+def preset_requests(preset: Preset, seed: int, tokenizer: Any) -> list[Request]:
+    """The preset's requests in arrival order (`ordered_turns`), as the simulation reads them."""
+    static: dict[str, int] = {}
+
+    def request(turn: list[dict[str, str]]) -> Request:
+        system = turn[0]["content"]
+        if system not in static:
+            static[system] = template_tokens(tokenizer, system)
+        return system[:80], prompt_ids(tokenizer, turn), static[system]
+
+    return [request(turn) for turn in ordered_turns(preset, seed, tokenizer)]
 
 
 def hit_rate(requests: Sequence[Request], pool: int, policy: str, horizon: int = 0) -> float:

@@ -14,7 +14,6 @@ sum of `usage.prompt_tokens_details.cached_tokens` over the sum of `prompt_token
 from __future__ import annotations
 
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,27 +21,13 @@ import httpx
 
 from radixgate.gateway.server_process import ServerProcess
 
-from .router_presets import PRESETS, REPORTING, Preset, build, pool_tokens
+from .retention_template import ordered_turns
+from .router_presets import PRESETS, REPORTING, pool_tokens
 from .router_workload import prompt_ids
 
 POLICIES = ("lru", "slru", "template")
 SEED = 100  # the REPORTING seed, as in the simulated study
 Turn = list[dict[str, str]]
-
-
-def ordered_turns(preset: Preset, seed: int, tokenizer: Any) -> list[Turn]:
-    """The preset's turns in the simulated study's order (`retention_template.preset_requests`)."""
-    waiting = deque(build(preset, seed, tokenizer).sessions)
-    active: deque[deque[Turn]] = deque()
-    out: list[Turn] = []
-    while waiting or active:
-        while waiting and len(active) < preset.concurrency:
-            active.append(deque(waiting.popleft()))
-        session = active.popleft()
-        out.append(session.popleft())
-        if session:
-            active.append(session)
-    return out
 
 
 def tagged_body(turn: Turn, templates: dict[str, str]) -> dict[str, Any]:
