@@ -39,6 +39,14 @@ MAX_CREDIT_REQUESTS = 4096  # a template's static prefix looks at most this many
 TopLogprobs = list[tuple[int, float]]  # (token id, logprob), best first
 
 
+def check_cache_credit(tokens: int, requests: int) -> None:
+    """A ValueError unless (tokens, requests) is a credit the engine takes (`SamplingParams.cache_credit`)."""
+    if not (tokens >= 1 and 1 <= requests <= MAX_CREDIT_REQUESTS):
+        raise ValueError(
+            f"cache_credit is [prefix tokens >= 1, requests in [1, {MAX_CREDIT_REQUESTS}]], got {[tokens, requests]}"
+        )
+
+
 # ---- sampling ----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SamplingParams:
@@ -92,11 +100,8 @@ class SamplingParams:
                     f"cache_pins entries are [prefix tokens >= 1, ttl seconds in (0, {MAX_PIN_TTL_S:g}]], "
                     f"got [{tokens}, {ttl}]"
                 )
-        if self.cache_credit and not (self.cache_credit[0] >= 1 and 1 <= self.cache_credit[1] <= MAX_CREDIT_REQUESTS):
-            raise ValueError(
-                f"cache_credit is [prefix tokens >= 1, requests in [1, {MAX_CREDIT_REQUESTS}]], "
-                f"got {list(self.cache_credit)}"
-            )
+        if self.cache_credit:
+            check_cache_credit(*self.cache_credit)
         self._check_penalties_and_logprobs()
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from radixgate.engine.protocol import MAX_CREDIT_REQUESTS, MAX_PIN_TTL_S
+from radixgate.engine.protocol import MAX_PIN_TTL_S, check_cache_credit
 from radixgate.engine.sampling_fields import is_int64
 
 from .errors import APIError
@@ -106,14 +106,12 @@ def native_credit(extra: dict[str, Any]) -> tuple[int, ...]:
     raw = extra.get("cache_credit")
     if raw is None or raw == []:
         return ()
-    if not (isinstance(raw, list) and len(raw) == 2 and all(is_int64(v) for v in raw)) or not (
-        raw[0] >= 1 and 1 <= raw[1] <= MAX_CREDIT_REQUESTS
-    ):
-        raise APIError(
-            400,
-            f"'cache_credit' must be [prefix tokens >= 1, requests in [1, {MAX_CREDIT_REQUESTS}]]; got {raw!r}",
-            param="cache_credit",
-        )
+    if not (isinstance(raw, list) and len(raw) == 2 and all(is_int64(v) for v in raw)):
+        raise APIError(400, f"'cache_credit' must be [prefix tokens, requests]; got {raw!r}", param="cache_credit")
+    try:
+        check_cache_credit(raw[0], raw[1])
+    except ValueError as exc:
+        raise APIError(400, str(exc), param="cache_credit") from None
     return (raw[0], raw[1])
 
 
