@@ -107,7 +107,7 @@ def _keep_for_checks(project: Project) -> None:
         module = entry.parsed.module
         for name in [n for n in vars(module) if n not in _READ_BY_CHECKS]:
             delattr(module, name)
-        if module.bodies is not None:  # its text, not the lean store (every module's line offsets)
+        if module.bodies is not None:  # its packed text, not the lean store (the texts it holds unpacked)
             module.bodies = (None, module.bodies[1])
     project.__dict__.clear()
     project.entries = checked

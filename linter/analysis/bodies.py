@@ -4,10 +4,11 @@ does not keep every parsed tree alive at once.
 Once a module is added to a lean project (`release`), each of its functions keeps its name, its
 parameters' names and its place, dropping its body, decorators, annotations and defaults, and each
 class keeps only its methods: what the module's top level and the project's tables read. Its source is
-held as UTF-8 bytes from then on (half the size of the `str` of a mostly-ASCII text holding one wide
-character), each piece decoded when read. A body is parsed again from the function's own lines when it
-is read (`body`: its module's walk, or another
-module asking what it returns), then dropped again when that module's walk is over (`drop_read`).
+held compressed from then on (zlib's fastest level: about a quarter of its UTF-8), the last few texts
+read kept unpacked with their line offsets (`Bodies.text`: a module's walk reads its own bodies one
+after another). A body is parsed again from the function's own lines when it is read (`body`: its
+module's walk, or another module asking what it returns), then dropped again when that module's walk
+is over (`drop_read`).
 The lines are the same text at the same place, so the statements parsed are the same, at the same
 rows and columns. The top-level statements go once every module's top level is read and linked
 (`drop_top_levels`).
@@ -18,7 +19,9 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+import zlib
 from array import array
+from collections import OrderedDict
 from typing import Any
 
 from .scope import Elsewhere, ParamRef
@@ -26,26 +29,35 @@ from .shape import Shape
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
-_NEWLINE = re.compile(rb"\r\n|\r|\n")  # the line ends Python's tokenizer counts (not `str.splitlines`'s)
+_NEWLINE = re.compile(r"\r\n|\r|\n")  # the line ends Python's tokenizer counts (not `str.splitlines`'s)
+_UNPACKED = 4  # texts kept unpacked: the module walked, and the few whose functions it asks about
 
 
 class Bodies:
-    """A lean project's dropped bodies: each module's source (UTF-8), and the bodies parsed again since
-    the last `drop_read`."""
+    """A lean project's dropped bodies: each module's source (compressed), and the bodies parsed again
+    since the last `drop_read`."""
 
     def __init__(self) -> None:
         self.read: list[tuple[Any, Function]] = []  # (module, function) parsed again since `drop_read`
-        self.starts: dict[int, array[int]] = {}  # id(source) -> each line's byte offset (4 bytes; sources live as long)
+        # id(packed source) -> its text and each line's offset (4 bytes), the most recently read last
+        self.unpacked: OrderedDict[int, tuple[str, array[int]]] = OrderedDict()
 
-    def line_starts(self, source: bytes) -> array[int]:
-        if id(source) not in self.starts:
-            self.starts[id(source)] = array("I", itertools.chain((0,), map(re.Match.end, _NEWLINE.finditer(source))))
-        return self.starts[id(source)]
+    def text(self, packed: bytes) -> tuple[str, array[int]]:
+        """The source `packed` holds (`release`) and each of its lines' offsets, unpacked once while read."""
+        key = id(packed)  # packed sources live as long as their store
+        if key in self.unpacked:
+            self.unpacked.move_to_end(key)
+            return self.unpacked[key]
+        source = unpack(packed)
+        self.unpacked[key] = (source, array("I", itertools.chain((0,), map(re.Match.end, _NEWLINE.finditer(source)))))
+        if len(self.unpacked) > _UNPACKED:
+            self.unpacked.popitem(last=False)
+        return self.unpacked[key]
 
     def release(self, module: Any, source: str, functions: list[tuple[Function, str | None]]) -> None:
         """Drop the bodies of `functions` (every function of `module`, nested ones included) and the
         statements of its classes other than their methods."""
-        module.bodies = (self, source.encode())
+        module.bodies = (self, zlib.compress(source.encode(), 1))
         module.held_lines = None  # split again when read (`Module.lines`)
         for fn, _ in functions:  # the analysis reads a signature's parameter names and its place only
             fn.body, fn.decorator_list, fn.returns = [], [], None
@@ -86,23 +98,28 @@ def body(module: Any, fn: Function) -> list[ast.stmt]:
     """`fn.body`, parsed again from its module's source when it was dropped (`Bodies.release`)."""
     if fn.body or module.bodies is None:
         return fn.body
-    store, source = module.bodies
-    fn.body = _parse_body(source, store.line_starts(source), fn)
+    store, packed = module.bodies
+    fn.body = _parse_body(*store.text(packed), fn)
     store.read.append((module, fn))
     return fn.body
 
 
+def unpack(packed: bytes) -> str:
+    """The source a lean project holds compressed (`Bodies.release`)."""
+    return zlib.decompress(packed).decode()
+
+
 def source_text(parsed: Any) -> str:
-    """A parsed file's source: `parsed.source`, or the UTF-8 a lean project holds in its place (`release`)."""
+    """A parsed file's source: `parsed.source`, or what a lean project holds in its place (`release`)."""
     bodies = parsed.module.bodies
-    return parsed.source if bodies is None else bodies[1].decode()
+    return parsed.source if bodies is None else bodies[0].text(bodies[1])[0] if bodies[0] else unpack(bodies[1])
 
 
-def _parse_body(source: bytes, starts: array[int], fn: Function) -> list[ast.stmt]:
+def _parse_body(source: str, starts: array[int], fn: Function) -> list[ast.stmt]:
     """The body of the function at `fn`'s place in `source`: its lines parsed alone (behind blank
     lines and, when indented, an `if 1:`, so that rows and columns stay), else the whole source."""
     first, last = fn.lineno, fn.end_lineno or fn.lineno
-    text = source[starts[first - 1] : starts[last] if last < len(starts) else len(source)].decode()
+    text = source[starts[first - 1] : starts[last] if last < len(starts) else len(source)]
     head = "\n" * (first - 1) if fn.col_offset == 0 else "\n" * (first - 2) + "if 1:\n"
     found: ast.AST | None = None
     try:
@@ -111,7 +128,7 @@ def _parse_body(source: bytes, starts: array[int], fn: Function) -> list[ast.stm
     except (SyntaxError, ValueError, IndexError):
         pass
     if not _same_place(found, fn):
-        found = next((n for n in ast.walk(ast.parse(source.decode())) if _same_place(n, fn)), None)
+        found = next((n for n in ast.walk(ast.parse(source)) if _same_place(n, fn)), None)
     assert isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)), fn.name
     return found.body
 

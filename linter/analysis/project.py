@@ -64,7 +64,7 @@ class Call:
 @dataclass
 class Entry:
     path: Path
-    parsed: Parsed  # its `source` is "" in a lean project, which holds it as UTF-8 (`source_text`)
+    parsed: Parsed  # its `source` is "" in a lean project, which holds it compressed (`source_text`)
     report: bool
     sites: list[Site] = field(default_factory=list)
     walker: Walker | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,7 +73,7 @@ class Module:
     num_lines: int = 0  # len(lines)
     name: str = ""  # dotted module name within the project
     project: Any = None  # the `project.Project` being linted, when there is one
-    bodies: Any = None  # (`bodies.Bodies`, UTF-8 source) once its functions' bodies are dropped (`bodies.release`)
+    bodies: Any = None  # (`bodies.Bodies`, compressed source) once its functions' bodies are dropped (`bodies.release`)
     # Classes: their `self.x` / class-level fields, recorded as methods assign them.
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     attr_shapes: dict[tuple[str, str], Shape] = field(default_factory=dict)
@@ -95,7 +96,8 @@ class Module:
     def lines(self) -> list[str]:
         """The source's lines (`str.splitlines`), split again where a lean project dropped them."""
         if self.held_lines is None:
-            self.held_lines = self.bodies[1].decode().splitlines()
+            store, packed = self.bodies  # compressed (`bodies.Bodies.release`)
+            self.held_lines = (store.text(packed)[0] if store else zlib.decompress(packed).decode()).splitlines()
         return self.held_lines
 
     def own_fillings(self, text: str | None, key: str) -> tuple[list[Shape], bool] | None:
