@@ -27,7 +27,7 @@ from ..protocol import GenerateOutput, SamplingParams
 from ..scheduler.request import Req
 from .bootstrap import BootstrapServer, Registration, tokens_digest
 from .layout import KVLayout, TransferError, model_fingerprint, pack_kv
-from .transfer import make_backend, send_chunk
+from .transfer import make_backend
 from .wire import expect, send_msg
 
 DEFAULT_CHUNK_BYTES = 4 << 20
@@ -188,7 +188,7 @@ class PrefillSide:
                     data = memoryview(kv.numpy().data)
                     step = self.chunk_tokens * tb
                     for offset in range(0, len(data), step):
-                        send_chunk(sender, (first - reg.prefix_len) * tb + offset, data[offset : offset + step])
+                        sender.put((first - reg.prefix_len) * tb + offset, data[offset : offset + step])
                 output = req.result
                 if output is None or output.finish_reason not in ("length", "stop") or job.packed < n:
                     why = output.error if output is not None and output.error else "aborted"

@@ -7,9 +7,10 @@ socket after the header, so it works between machines; the shared-memory backend
 host. A backend such as NIXL or Mooncake's transfer engine would plug in here: `descriptor()` is
 what the decode side publishes about its receive buffer, `put` is one write into it.
 
-Every chunk carries a 64-bit XXH3 checksum of its bytes (several times faster than CRC-32 here, so
-it costs little against the copy itself), computed before it leaves the sender and checked after it
-lands, so a corrupt chunk fails the transfer and is never decoded."""
+Every chunk carries a 64-bit XXH3 checksum of its bytes, computed by the sender from the bytes it
+sends and checked by the receiver on the bytes that landed, so a corrupt chunk fails the transfer and
+is never decoded. Each backend computes it where it costs least (the shm backend while it copies),
+and with calls that release the GIL (xxhash above 2 KiB), so neither role's engine loop waits on it."""
 
 from __future__ import annotations
 
@@ -25,9 +26,9 @@ from .wire import recv_exact, send_msg
 class ChunkSender(Protocol):
     """The prefill side's end of one transfer."""
 
-    def put(self, offset: int, data: memoryview, digest: int) -> None:
+    def put(self, offset: int, data: memoryview) -> None:
         """Writes `data` at `offset` of the receiver's buffer and announces it with its checksum
-        `digest` (a header on the socket)."""
+        (`checksum(data)`, in a header on the socket)."""
         ...
 
     def close(self) -> None: ...
@@ -65,10 +66,6 @@ def checksum(data: memoryview) -> int:
     return xxhash.xxh3_64_intdigest(data)
 
 
-def send_chunk(sender: ChunkSender, offset: int, data: memoryview) -> None:
-    sender.put(offset, data, checksum(data))
-
-
 def receive_chunk(receiver: ChunkReceiver, header: dict[str, Any], total_bytes: int) -> tuple[int, memoryview]:
     """Takes the chunk a header announced and checks it; TransferError on a bad range or checksum."""
     offset, nbytes = int(header["offset"]), int(header["nbytes"])
@@ -84,7 +81,10 @@ class TcpSender:
     def __init__(self, sock: socket.socket):
         self.sock = sock
 
-    def put(self, offset: int, data: memoryview, digest: int) -> None:
+    def put(self, offset: int, data: memoryview) -> None:
+        self.write(offset, data, checksum(data))
+
+    def write(self, offset: int, data: memoryview, digest: int) -> None:
         send_msg(self.sock, {"op": "chunk", "offset": offset, "nbytes": len(data), "checksum": digest})
         self.sock.sendall(data)
 

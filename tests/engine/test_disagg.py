@@ -9,6 +9,7 @@ import random
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from multiprocessing import shared_memory
 
 import pytest
 
@@ -17,7 +18,8 @@ from radixgate.engine import SamplingParams
 from radixgate.engine.disagg.decode import DecodeSide
 from radixgate.engine.disagg.layout import HandshakeError, KVLayout, TransferError
 from radixgate.engine.disagg.prefill import PrefillSide
-from radixgate.engine.disagg.transfer import TcpBackend, TcpReceiver, TcpSender
+from radixgate.engine.disagg.shm_backend import ShmSender
+from radixgate.engine.disagg.transfer import TcpBackend, TcpReceiver, TcpSender, checksum
 
 KEY = b"worker-key-for-tests"
 GREEDY = SamplingParams(max_new_tokens=8, temperature=0.0)
@@ -147,16 +149,17 @@ class _FaultySender(TcpSender):
         super().__init__(sock)
         self.fault, self.num_put = fault, 0
 
-    def put(self, offset, data, digest):
+    def put(self, offset, data):
         self.num_put += 1
         if self.num_put == 2 and self.fault == "die":
             self.sock.shutdown(2)  # the prefill worker is gone mid-transfer
             raise ConnectionResetError("prefill died")
+        digest = checksum(data)
         if self.num_put == 2 and self.fault == "corrupt":
             data = bytearray(data)
             data[5] ^= 0xFF
             data = memoryview(data)
-        super().put(offset, data, digest)
+        self.write(offset, data, digest)
 
 
 class _FaultyBackend(TcpBackend):
@@ -180,6 +183,33 @@ def test_a_failed_transfer_releases_the_reserved_pages_and_is_never_decoded(pd, 
     assert tree.match(ids).device_slots == [], "nothing of a failed transfer enters the decode worker's tree"
     prefill.backend = TcpBackend()
     out, received, _ = run_pd(prefill, decode, 4, ids)  # both sides work on afterwards
+    assert received.start == 0 and len(out.token_ids) == GREEDY.max_new_tokens
+
+
+def test_a_corrupted_shm_chunk_is_detected_and_its_segment_never_reused(pd, monkeypatch):
+    """The shm sender hashes what it meant to copy: bytes that differ in the segment fail the check."""
+    prefill, decode = pd(backend="shm")
+    prefill.chunk_tokens = 16  # several chunks
+    segments: list[str] = []
+    real_copy = ShmSender.copy
+
+    def corrupting_copy(self, offset, data):
+        digest = real_copy(self, offset, data)
+        segments.append(self.segment.name)
+        if len(segments) == 2:
+            self.segment.buf[offset + 5] ^= 0xFF  # what landed is not what was sent
+        return digest
+
+    monkeypatch.setattr(ShmSender, "copy", corrupting_copy)
+    ids = list(range(1200, 1300))
+    with pytest.raises(TransferError, match="checksum"):
+        run_pd(prefill, decode, 6, ids)
+    decode.engine.check_idle_invariant()
+    assert decode.engine.cache_manager.radix_cache.match(ids).device_slots == []
+    with pytest.raises(FileNotFoundError):  # unlinked, never handed to a later transfer
+        shared_memory.SharedMemory(name=segments[0])
+    monkeypatch.undo()
+    out, received, _ = run_pd(prefill, decode, 7, ids)  # both sides work on afterwards
     assert received.start == 0 and len(out.token_ids) == GREEDY.max_new_tokens
 
 
