@@ -103,6 +103,7 @@ class RadixCache:
         now = next(self._clock)
         node.last_access = now
         m = PrefixMatch([], node)
+        reuse = self.reuse if count_hit else None  # the reuse policy's model counts real hits only
         pos, end = 0, self._page_align(len(key))
         while pos < end:
             child = node.children.get(self._child_key(key, pos))
@@ -113,8 +114,8 @@ class RadixCache:
                 child = self._split(child, n)
             child.last_access = now
             child.hit_count += count_hit
-            if count_hit and self.reuse is not None:
-                self.reuse.hit(child)
+            if reuse is not None:
+                reuse.hit(child)
             if priority > child.priority:
                 child.priority = priority
             if child.device_slots is not None:

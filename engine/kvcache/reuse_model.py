@@ -39,14 +39,20 @@ class ReuseModel:
         self.page_size = page_size
         self.num_seen: Counter[Hashable] = Counter()  # per class: watched nodes seen again in time
         self.num_unseen: Counter[Hashable] = Counter()  # per class: watched nodes not seen again
+        self._rates: dict[Hashable, float] = {}  # rate() of each class counted so far, kept current
         # first tokens of a watched node -> (its class, the tick it was inserted); oldest first
         self.watch: dict[Hashable, tuple[Hashable, int]] = {}
         self.num_inserted = 0  # tokens in new nodes since the tree started
         self.hit_credit = 0  # clock ticks: what a hit node gets, at the current turnover
 
     def rate(self, request_class: Hashable) -> float:
-        seen = self.num_seen[request_class] + PRIOR_SEEN
-        return seen / (seen + self.num_unseen[request_class] + PRIOR_UNSEEN)
+        """The class's measured rate of being seen again within a turnover, from a prior of 1/3."""
+        return self._rates.get(request_class, PRIOR_SEEN / (PRIOR_SEEN + PRIOR_UNSEEN))
+
+    def _count(self, request_class: Hashable, seen: bool) -> None:
+        (self.num_seen if seen else self.num_unseen)[request_class] += 1
+        n = self.num_seen[request_class] + PRIOR_SEEN
+        self._rates[request_class] = n / (n + self.num_unseen[request_class] + PRIOR_UNSEEN)
 
     def request_class(self, num_tokens: int, num_matched: int) -> tuple[int, int]:
         pages, matched = num_tokens // self.page_size, num_matched // self.page_size
@@ -59,7 +65,7 @@ class ReuseModel:
     def _seen_again(self, identity: Hashable) -> None:
         watched = self.watch.pop(identity, None)
         if watched is not None:
-            self.num_seen[watched[0]] += 1
+            self._count(watched[0], seen=True)
 
     def stored(self, node: TreeNode, num_tokens: int, now: int, num_held: int) -> None:
         """`node` is new, inserted by a request of `num_tokens` whose first `depth - len(key)` were
@@ -72,7 +78,7 @@ class ReuseModel:
             if inserted >= now - turnover:
                 break
             del self.watch[identity]
-            self.num_unseen[request_class] += 1
+            self._count(request_class, seen=False)
         identity = self._identity(node)
         self._seen_again(identity)  # evicted, and now a request brought it back
         request_class = self.request_class(num_tokens, node.depth - len(node.key))
