@@ -11,13 +11,11 @@
 | mru      | -last access                               | the oldest prefixes (cyclic scans)      |
 | filo     | -creation                                  | the oldest inserts                      |
 | template | last access + credit                       | static prefixes of returning templates  |
-| reuse    | last access + reuse credit                 | nodes of request classes that come back |
 
 A node's hits count the matches that reached it; its priority is the highest priority of the
 requests that inserted or matched it; its credit is what the gateway gave a returning template's
 static prefix (`template_credit.py`), so under `template` such a node looks that many tree-clock
-ticks younger than it is, and every other node is ordered as under lru. Under `reuse` the credit is
-learned by the tree: its request class's measured rate of coming back soon (`reuse_model.py`).
+ticks younger than it is, and every other node is ordered as under lru.
 
 How the tree stays incremental: it pushes (key, seq, node) on a heap whenever a node becomes an
 evictable leaf or its key changes while it is one (every key changes only when the node is touched
@@ -35,7 +33,7 @@ from .tree_node import TreeNode
 
 __all__ = ["DEFAULT_EVICTION_POLICY", "EVICTION_POLICIES", "SLRU_PROTECTED_HITS", "eviction_key"]
 
-EVICTION_POLICIES = ("lru", "lfu", "slru", "priority", "fifo", "mru", "filo", "template", "reuse")
+EVICTION_POLICIES = ("lru", "lfu", "slru", "priority", "fifo", "mru", "filo", "template")
 DEFAULT_EVICTION_POLICY = "lru"
 SLRU_PROTECTED_HITS = 2  # a node matched this often leaves the probationary segment
 
@@ -56,10 +54,6 @@ def _template(node: TreeNode) -> int:
     return node.last_access + node.credit
 
 
-def _reuse(node: TreeNode) -> int:
-    return node.last_access + node.reuse_credit
-
-
 # attrgetter runs in C: the default policy costs no Python call per push or pop.
 _KEYS: dict[str, Callable[[TreeNode], Any]] = {
     "lru": attrgetter("last_access"),
@@ -70,7 +64,6 @@ _KEYS: dict[str, Callable[[TreeNode], Any]] = {
     "mru": _mru,
     "filo": _filo,
     "template": _template,
-    "reuse": _reuse,
 }
 
 

@@ -39,7 +39,6 @@ from typing import Any
 
 from .eviction import DEFAULT_EVICTION_POLICY, eviction_key
 from .flush import drop_all, drop_namespace
-from .reuse_model import ReuseModel
 from .tree_node import PrefixMatch, TreeNode, common_prefix_len
 
 __all__ = ["RadixCache", "TreeNode", "PrefixMatch", "common_prefix_len"]
@@ -55,7 +54,6 @@ class RadixCache:
         self.page_size = page_size
         self.eviction_policy = eviction_policy
         self._key = eviction_key(eviction_policy)
-        self.reuse = ReuseModel(page_size) if eviction_policy == "reuse" else None  # its request classes' rates
         self._free_slots = free_slots
         self.demote: Callable[[TreeNode], bool] | None = None  # HiCache: True keeps an evicted node on host
         self.free_host_slots: Callable[[Sequence[int]], None] | None = None
@@ -103,7 +101,6 @@ class RadixCache:
         now = next(self._clock)
         node.last_access = now
         m = PrefixMatch([], node)
-        reuse = self.reuse if count_hit else None  # the reuse policy's model counts real hits only
         pos, end = 0, self._page_align(len(key))
         while pos < end:
             child = node.children.get(self._child_key(key, pos))
@@ -114,8 +111,6 @@ class RadixCache:
                 child = self._split(child, n)
             child.last_access = now
             child.hit_count += count_hit
-            if reuse is not None:
-                reuse.hit(child)
             if priority > child.priority:
                 child.priority = priority
             if child.device_slots is not None:
@@ -138,7 +133,7 @@ class RadixCache:
         upper = TreeNode(child.key[:n], upper_slots, parent)  # depth: parent's + n
         upper.lock_ref, upper.last_access, upper.hit_count = child.lock_ref, child.last_access, child.hit_count
         upper.created, upper.priority, upper.pin_ref = child.created, child.priority, child.pin_ref
-        upper.credit, upper.reuse_credit = child.credit, child.reuse_credit
+        upper.credit = child.credit
         upper.host_lock_ref = child.host_lock_ref
         parent.children[self._child_key(upper.key)] = upper
         child.key, child.parent = child.key[n:], upper
@@ -180,8 +175,6 @@ class RadixCache:
                 new = TreeNode(key[pos:end], tuple(slots[pos:end]), node)
                 new.last_access = new.created = now
                 new.priority = priority
-                if self.reuse is not None:
-                    self.reuse.stored(new, end, now, self.evictable_size + self.protected_size + self.pinned_size)
                 node.children[self._child_key(new.key)] = new
                 self.num_nodes += 1
                 if self.events is not None:

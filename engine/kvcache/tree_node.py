@@ -35,7 +35,6 @@ class TreeNode:
         "created",
         "priority",
         "credit",
-        "reuse_credit",
         "is_evicted",
         "host_slots",
         "host_lock_ref",
@@ -60,7 +59,6 @@ class TreeNode:
         self.created = 0  # the tree's clock when the node was inserted (fifo, filo)
         self.priority = 0  # highest priority of the requests that inserted or matched it
         self.credit = 0  # tree-clock ticks a template's static prefix looks younger (template_credit.py)
-        self.reuse_credit = 0  # the same, from its request class's measured reuse (reuse_model.py)
         self.is_evicted = False
 
     @property

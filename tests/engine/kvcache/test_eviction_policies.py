@@ -34,7 +34,6 @@ EXPECTED_ORDER = {
     "mru": "CBAD",
     "filo": "DCBA",
     "template": "DABC",  # no credit given: lru's order (test_template_credit.py gives some)
-    "reuse": "DABC",  # D never hit: its class's rate of the credit; the hit ones all got it, so lru's order
 }
 
 

@@ -30,7 +30,6 @@ REF_KEYS = {
     "mru": lambda t, h, c, pr, cr: -t,
     "filo": lambda t, h, c, pr, cr: -c,
     "template": lambda t, h, c, pr, cr: t + cr,
-    "reuse": lambda t, h, c, pr, cr: t + cr,  # cr: the credit the tree learned (reuse_model.py), read off it
 }
 # A parent's key is never below its child's: a node evicted mid-way exposes no smaller key.
 MONOTONE = {"lru", "lfu", "slru", "priority", "filo", "template"}  # credit: a prefix, so a parent has its child's
@@ -125,7 +124,6 @@ class RadixMachine(RuleBasedStateMachine):
         self.ref_created: dict[tuple, int] = {}
         self.ref_priority: dict[tuple, int] = {}
         self.ref_credit: Counter = Counter()
-        self.ref_reuse: dict[tuple, int] = {}  # reuse: each page's credit as the tree keyed it, read before an eviction
         self.clock = itertools.count(1)
         self.slots = itertools.count()
         self.locked: list[tuple] = []  # (node, namespace, matched prefix)
@@ -163,9 +161,9 @@ class RadixMachine(RuleBasedStateMachine):
         return now
 
     def _key(self, p):
-        credit = self.ref_reuse[p] if self.policy == "reuse" else self.ref_credit[p]
-        p_time, hits, created, priority = self.ref_time[p], self.ref_hits[p], self.ref_created[p], self.ref_priority[p]
-        return REF_KEYS[self.policy](p_time, hits, created, priority, credit)
+        return REF_KEYS[self.policy](
+            self.ref_time[p], self.ref_hits[p], self.ref_created[p], self.ref_priority[p], self.ref_credit[p]
+        )
 
     def _evictable_leaves(self, contents):
         return [
@@ -263,7 +261,6 @@ class RadixMachine(RuleBasedStateMachine):
         """With `fair`, tenants None and "a" (weight `weight`) share `capacity` tokens: leaves of a
         tenant over its share go first, another tenant's only once none over its share has any left."""
         before = dict(self.ref)
-        self.ref_reuse = {p: node.reuse_credit for p, node in self._real_nodes()}  # what the heap was keyed by
         evictable = sum(1 for p in before if self.lock_count[p] == 0 and not self._is_pinned(p))
         leaves_before = set(self._evictable_leaves(before))
         n_freed_before = len(self.freed)
@@ -303,20 +300,14 @@ class RadixMachine(RuleBasedStateMachine):
             assert worst <= min(self._key(p) for p in leaves), f"not {self.policy}"
         self.ref = after
 
-    def _real_nodes(self):
-        """(page, the node holding it) for every cached page."""
+    def _real_contents(self):
         for ns, root in self.cache.roots.items():
             stack = [(child, []) for child in root.children.values()]
             while stack:
                 node, prefix = stack.pop()
                 for i in range(self.page_size, len(node.key) + 1, self.page_size):
-                    yield (ns, tuple(prefix) + node.key[:i]), node
+                    yield (ns, tuple(prefix) + node.key[:i]), tuple(node.device_slots[i - self.page_size : i])
                 stack.extend((c, prefix + list(node.key)) for c in node.children.values())
-
-    def _real_contents(self):
-        for p, node in self._real_nodes():
-            i = len(p[1]) - (node.depth - len(node.key))  # the page's end inside the node's key
-            yield p, tuple(node.device_slots[i - self.page_size : i])
 
     @invariant()
     def accounting(self):
