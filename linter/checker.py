@@ -12,8 +12,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from radixgate._wire import count_tokens
-
 from .analysis.facts import Parsed, parse
 from .analysis.ordering import Finding, check_site, estimate_tokens
 from .analysis.placeholders import locate
@@ -30,6 +28,7 @@ from .rules import (
     TurnBeforeDocuments,
 )
 from .settings import Settings
+from .tokens import count_tokens
 from .violation import Violation
 
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
