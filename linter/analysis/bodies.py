@@ -30,6 +30,7 @@ from .shape import Shape
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # the line ends Python's tokenizer counts (not `str.splitlines`'s)
+_NONE: list = []  # the one empty list of every dropped decorator list and class base list (never added to)
 _UNPACKED = 4  # texts kept unpacked: the module walked, and the few whose functions it asks about
 
 
@@ -41,6 +42,8 @@ class Bodies:
         self.read: list[tuple[Any, Function]] = []  # (module, function) parsed again since `drop_read`
         # id(packed source) -> its text and each line's offset (4 bytes), the most recently read last
         self.unpacked: OrderedDict[int, tuple[str, array[int]]] = OrderedDict()
+        self.signatures: dict[tuple[tuple[str, ...], ...], ast.arguments] = {}  # one node per list of names
+        self.params: dict[str, ast.arg] = {}  # one node per parameter name
 
     def text(self, packed: bytes) -> tuple[str, array[int]]:
         """The source `packed` holds (`release`) and each of its lines' offsets, unpacked once while read."""
@@ -60,11 +63,32 @@ class Bodies:
         module.bodies = (self, zlib.compress(source.encode(), 1))
         module.held_lines = None  # split again when read (`Module.lines`)
         for fn, _ in functions:  # the analysis reads a signature's parameter names and its place only
-            fn.body, fn.decorator_list, fn.returns = [], [], None
-            fn.args = _names_only(fn.args)
+            fn.body, fn.decorator_list, fn.returns = [], _NONE, None
+            fn.args = self.names_only(fn.args)
         for cls in module.classes.values():  # its bases were read when its facts were collected
             cls.body = [s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            cls.bases, cls.keywords, cls.decorator_list = [], [], []
+            cls.bases, cls.keywords, cls.decorator_list = _NONE, _NONE, _NONE
+
+    def names_only(self, args: ast.arguments) -> ast.arguments:
+        """`args` as `reader.parameters` reads it: the names of the parameters other than a positional
+        `self` or `cls` (left out there too), without their positions, annotations or defaults; one
+        node for every signature with the same names (nothing changes a signature once it is read)."""
+        skip = ("self", "cls")
+        key = (
+            tuple(a.arg for a in args.posonlyargs if a.arg not in skip),
+            tuple(a.arg for a in args.args if a.arg not in skip),
+            tuple(a.arg for a in args.kwonlyargs),
+        )
+        if key not in self.signatures:
+            posonly, positional, kwonly = ([self.param(name) for name in names] for names in key)
+            kept = {"posonlyargs": posonly, "args": positional, "kwonlyargs": kwonly}
+            self.signatures[key] = ast.arguments(**kept, vararg=None, kwarg=None, kw_defaults=[], defaults=[])
+        return self.signatures[key]
+
+    def param(self, name: str) -> ast.arg:
+        if name not in self.params:
+            self.params[name] = ast.arg(arg=name)
+        return self.params[name]
 
     def drop_top_levels(self, entries: list[Any]) -> None:
         """Drop the top-level statements of the modules whose top level has been read (what they
@@ -81,17 +105,6 @@ class Bodies:
             fn.body = []
             module.qualnames, module.held_lines = {}, None
         self.read.clear()
-
-
-def _names_only(args: ast.arguments) -> ast.arguments:
-    """`args` as `reader.parameters` reads it: the names of the parameters other than a positional
-    `self` or `cls` (left out there too), without their positions, annotations or defaults."""
-
-    def named(found: list[ast.arg], skip: tuple[str, ...] = ("self", "cls")) -> list[ast.arg]:
-        return [ast.arg(arg=a.arg) for a in found if a.arg not in skip]
-
-    kept = {"posonlyargs": named(args.posonlyargs), "args": named(args.args), "kwonlyargs": named(args.kwonlyargs, ())}
-    return ast.arguments(**kept, vararg=None, kwarg=None, kw_defaults=[], defaults=[])
 
 
 def body(module: Any, fn: Function) -> list[ast.stmt]:
