@@ -15,9 +15,9 @@ does not (copying a prefix onto a second full pool evicts what would be hit late
 pool keeps it, so a prefix that every worker evicted goes back to the same one. A prefix that no
 worker holds or was sent for as much as `new_prefix_share` of the prompt is new: it goes, among the
 workers whose queue is within the request's own prefill of the shortest, to the one with the least
-content recently placed on it for its pool size (tokens sent there to be computed, decaying as the
-pools turn over), so prefixes partition across the workers instead of every worker caching the hot
-ones. Affinity holds under load imbalance up to what the copy would cost; a hard guard remains: a
+content homed on it for its pool size (the blocks whose home it is: where they will keep going), so
+prefixes partition across the workers instead of every worker caching the hot ones. Affinity holds
+under load imbalance up to what the copy would cost; a hard guard remains: a
 worker more than `balance_slack` requests above the least busy one is not a candidate.
 `route_hint` (OpenAI's `prompt_cache_key`, the SDK's `static_prefix_hash`) sends a prefix no worker
 holds yet to where that hint went before. The weights (affinity 8, slack 12, 64 tokens a request)
@@ -28,7 +28,6 @@ come from the TUNING presets of `radixgate bench router --preset tuning --simula
 from __future__ import annotations
 
 import itertools
-import math
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -99,7 +98,6 @@ class Candidate:
     num_tokens: int = 0  # of those: prompt tokens to prefill + tokens to decode
     # The worker's exact cache from its KV events (kv_index.KVEventIndex), when it publishes them.
     exact: Any = None
-    placed: float = 0.0  # tokens the router recently sent here to be computed (decays as pools turn over)
 
     def matched_tokens(self, input_ids: Sequence[int], cache_salt: str | None, hashes: Sequence[int]) -> int:
         """The prefix the worker holds: exact while its KV-event index is in sync, else the guess."""
@@ -188,16 +186,16 @@ class Router:
             hinted = self._hints.get((cache_salt, route_hint))
             for c in allowed:
                 if c.worker_id == hinted:
-                    return self._placed(candidates, c, num_tokens - matched[c.worker_id])
+                    return c
+        load = {c.worker_id: c.num_tokens + self.overhead_tokens * c.num_requests for c in allowed}
         if best < self.new_prefix_share * num_tokens:
-            # A new prefix: to the worker with the least recently placed content for its pool, so that
-            # prefixes partition across the workers instead of every worker caching the hot ones.
-            # Among the workers whose queue is within this request's own prefill of the shortest.
-            load = {c.worker_id: c.num_tokens + self.overhead_tokens * c.num_requests for c in allowed}
+            # A new prefix: to the worker with the least content homed on it for its pool (a prefix
+            # keeps going to its home, so that is what the worker will have to hold), so that prefixes
+            # partition across the workers instead of every worker caching the hot ones. Among the
+            # workers whose queue is within this request's own prefill of the shortest.
             shortest = min(load.values())
             near = [c for c in allowed if load[c.worker_id] <= shortest + num_tokens]
-            chosen = min(near, key=lambda c: (c.placed / c.index.capacity_blocks, load[c.worker_id]))
-            return self._placed(candidates, chosen, num_tokens - matched[chosen.worker_id])
+            return min(near, key=lambda c: (len(self._home(c)) / c.index.capacity_blocks, load[c.worker_id]))
 
         def cost(c: Candidate) -> tuple[float, int]:
             # prefill here + the queue ahead + copying a prefix another worker holds (or is its home)
@@ -205,19 +203,7 @@ class Router:
             copy = self.affinity * (best - held[c.worker_id])
             return miss + copy + load[c.worker_id], c.num_requests
 
-        load = {c.worker_id: c.num_tokens + self.overhead_tokens * c.num_requests for c in allowed}
-
-        chosen = min(allowed, key=cost)
-        return self._placed(candidates, chosen, num_tokens - matched[chosen.worker_id])
-
-    def _placed(self, candidates: Sequence[Candidate], chosen: Candidate, tokens: int) -> Candidate:
-        """Counts `tokens` as placed on `chosen`; every count decays by the share of the pools it took."""
-        capacity = sum(c.index.capacity_blocks for c in candidates) * self.block_tokens
-        decay = math.exp(-max(0, tokens) / capacity)
-        for c in candidates:
-            c.placed *= decay
-        chosen.placed += max(0, tokens)
-        return chosen
+        return min(allowed, key=cost)
 
     def _home(self, c: Candidate) -> PrefixIndex:
         home = self._homes.get(c.worker_id)

@@ -84,7 +84,7 @@ def test_new_prefixes_partition_and_affinity_holds_under_imbalance() -> None:
     workers = _candidates(2, capacity_blocks=200)
     templates = [list(range(10_000 * (t + 1), 10_000 * (t + 1) + 40 * BLOCK_TOKENS)) for t in range(8)]
     home = {t: router.choose(workers, templates[t] + [1], None).worker_id for t in range(8)}
-    assert sorted(home.values()) == ["w0"] * 4 + ["w1"] * 4  # new prefixes split by content placed
+    assert sorted(home.values()) == ["w0"] * 4 + ["w1"] * 4  # new prefixes split by content homed
     assert all(router.choose(workers, templates[t] + [2], None).worker_id == home[t] for t in range(8))
     holder = next(w for w in workers if w.worker_id == home[0])
     holder.num_tokens = 3 * len(templates[0])  # a queue shorter than what copying the prefix would cost
@@ -95,6 +95,22 @@ def test_new_prefixes_partition_and_affinity_holds_under_imbalance() -> None:
     for w in workers:  # the guess forgot everything (a pool turned over): the home still holds
         w.index.clear()
     assert router.choose(workers, templates[5] + [5], None).worker_id == home[5]
+
+
+def test_a_prefix_recomputed_on_its_home_does_not_make_that_worker_look_full() -> None:
+    """New prefixes go by the content homed on each worker (what it will have to hold), not by the
+    tokens it computed: a prefix evicted and recomputed there again and again is still one prefix."""
+    router = Router("cache_aware")
+    workers = _candidates(2, capacity_blocks=200)
+    small, large = list(range(40 * BLOCK_TOKENS)), list(range(10_000, 10_000 + 50 * BLOCK_TOKENS))
+    assert router.choose(workers, small + [0], None).worker_id == "w0"
+    assert router.choose(workers, large + [0], None).worker_id == "w1"  # the least content homed: none
+    for i in range(1, 11):
+        for w in workers:  # evicted everywhere before it returns: its home computes it again
+            w.index.clear()
+        assert router.choose(workers, small + [i], None).worker_id == "w0"
+    fresh = list(range(20_000, 20_000 + 40 * BLOCK_TOKENS))
+    assert router.choose(workers, fresh + [0], None).worker_id == "w0"  # 40 blocks homed there, 50 on w1
 
 
 def test_round_robin_and_least_load() -> None:
