@@ -11,7 +11,8 @@ module's walk, or another module asking what it returns), then dropped again whe
 is over (`drop_read`).
 The lines are the same text at the same place, so the statements parsed are the same, at the same
 rows and columns. The top-level statements go once every module's top level is read and linked
-(`drop_top_levels`).
+(`drop_top_levels`). A call noted for the wrappers keeps only what a site at it reads (`callee_only`,
+`placed`), and only while it may still reach one (`NotedCalls`; any project).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 import zlib
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 from .scope import Elsewhere, ParamRef
@@ -192,3 +194,84 @@ def _dotted_only(func: ast.expr) -> ast.expr:
     if isinstance(func, ast.Attribute):
         return ast.Attribute(value=_dotted_only(func.value), attr=func.attr, ctx=_LOAD)
     return ast.Name(id=func.id, ctx=_LOAD) if isinstance(func, ast.Name) else func.__class__()
+
+
+Key = tuple[str, str | None, str]  # (module, class or None, function)
+_SWEEP_EVERY = 1000  # calls noted between two sweeps: the dead ones are held at most this long
+
+
+class NotedCalls:
+    """The calls noted for the project's wrappers (`Project.note_call`), let go during the walk once
+    none of the functions they may reach can ever become a wrapper: most never do, and each holds its
+    arguments' shapes.
+
+    A function `f` becomes a wrapper only by a site holding a reference to one of its parameters
+    (`Project.learn`). Such references are made only while `f`'s own module is walked; after that they
+    live on only in what that walk left: its module's sites (learned at once), its module's tables
+    (fillings, attribute values, returns, constants: what a later walk of another module may read),
+    and the arguments of the calls noted inside `f` (a call that reaches a wrapper is a site holding
+    them). So once `f`'s module is walked, `f` is *dead* when it is not a wrapper, no reference to its
+    parameters is left in its module's tables, and every noted call carrying such a reference is dead,
+    a call being dead when each function it may reach is. A dead function stays dead and a dead call
+    never becomes a site: dropping dead calls changes no finding."""
+
+    def __init__(self) -> None:
+        self.walked: list[Any] = []  # modules walked since the last sweep (their tables not yet read)
+        self.escaped: set[Key] = set()  # functions whose parameters a walked module's tables refer to
+        self.kept = 0  # calls held after the last sweep
+
+    def after_walk(self, project: Any, module: Any) -> None:
+        """`module`'s walk is over and its sites learned: sweep once enough calls were noted since the last."""
+        self.walked.append(module)
+        if len(project.calls) - self.kept >= _SWEEP_EVERY:
+            self.sweep(project)
+
+    def sweep(self, project: Any) -> None:
+        """Drop the dead calls from `project.calls`, keeping the others in order."""
+        for module in self.walked:
+            self.escaped.update(_referred(_table_shapes(module)))
+        self.walked.clear()
+        unwalked = {entry.parsed.module.name for entry in project.entries if entry.walker is not None}
+        calls = project.calls
+        reaching: dict[Key, list[int]] = {}  # function -> the calls that may reach it
+        for i, call in enumerate(calls):
+            for target in call.targets:
+                reaching.setdefault(target, []).append(i)
+        todo = [key for key in reaching if key in project.wrappers or key in self.escaped or key[0] in unwalked]
+        live_keys, live_calls = set(todo), set()
+        while todo:  # a live function's calls are live, and so are the functions whose parameters they carry
+            for i in reaching.get(todo.pop(), ()):
+                if i not in live_calls:
+                    live_calls.add(i)
+                    for key in _referred(_argument_shapes(calls[i])):
+                        if key not in live_keys:
+                            live_keys.add(key)
+                            todo.append(key)
+        project.calls = [call for i, call in enumerate(calls) if i in live_calls]
+        self.kept = len(project.calls)
+
+
+def _referred(shapes: Iterator[Shape]) -> set[Key]:
+    """The functions whose parameters the parts of `shapes` refer to."""
+    return {part.node.fn for shape in shapes for part in shape if isinstance(part.node, ParamRef)}
+
+
+def _argument_shapes(call: Any) -> Iterator[Shape]:
+    yield from call.args
+    yield from call.kwargs.values()
+    yield from call.templates.values()
+    for segments in call.messages.values():
+        yield from (segment.shape for segment in segments)
+
+
+def _table_shapes(module: Any) -> Iterator[Shape]:
+    """Every shape a module's tables hold (what another module's walk may read later)."""
+    for shapes in module.fillings.values():
+        yield from shapes
+    for by_key in module.text_fillings.values():
+        for shapes in by_key.values():
+            yield from shapes
+    yield from module.attr_shapes.values()
+    yield from module.returns.values()
+    yield from module.constants.values()
+    yield from module.imported_constants.values()

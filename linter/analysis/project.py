@@ -1,14 +1,13 @@
 """Project-wide analysis: the files linted together, each read once.
 
 1. Parse every file that can hold a prompt and collect its facts (`facts.parse`).
-2. Read each module's top level, then link: names imported from other modules of the project
-   become known where they are used (literal templates, module constants, functions' returns).
+2. Read each module's top level, then link: names imported from the project become known where used.
 3. Read each module's functions once. Sites are found as in a single file; calls to the project's
    own functions are noted with the shapes of their arguments.
 4. Propagate. A function whose parameter reaches a sink inside it is a *wrapper*, summarised by that
    site. A noted call to a wrapper is a site at the call, with the argument where the parameter was
-   and the chain of wrappers in the message. Repeated until no new wrapper appears (wrappers of
-   wrappers), at most `_ROUNDS` times.
+   and the chain of wrappers in the message (the calls that can never reach one are let go during the
+   walk: `bodies.NotedCalls`). Repeated until no new wrapper appears, at most `_ROUNDS` times.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bodies import Bodies, callee_only, placed, source_text
+from .bodies import Bodies, NotedCalls, callee_only, placed, source_text
 from .calls import Evaluator
 from .facts import PLAIN_NAME, Parsed, ParseFailure, called_names, called_suffixes, hot_lines, parse
 from .reader import (
@@ -85,6 +84,7 @@ class Project:
         self.methods: dict[str, dict[str, list[Key]]] = {}  # method name -> module name -> its keys
         self.wrappers: dict[Key, Wrapper] = {}
         self.calls: list[Call] = []
+        self.noted = NotedCalls()  # sweeps `calls` during the walk
         self.lazy: dict[str, tuple[Path, str]] = {}  # modules without prompt words, parsed if imported
         self.quiet: list[tuple[Path, str, str]] = []  # reported files without prompt words
         self._imports: dict[int, list[Module]] = {}  # id(module) -> the project modules it imports
@@ -229,6 +229,7 @@ class Project:
                 self.bodies.drop_read(entry.parsed.module)
             for site in list(entry.sites):
                 self.learn(site)
+            self.noted.after_walk(self, entry.parsed.module)
         for _ in range(_ROUNDS):
             if not self.propagate():
                 break
@@ -236,8 +237,7 @@ class Project:
             template_constant_sites(entry.parsed.module, entry.sites.append)
 
     def mark_wrapper_calls(self) -> None:
-        """Lines calling a possible wrapper (a function with parameters that may hold a sink) are
-        worth reading even without a prompt word on them."""
+        """Lines calling a possible wrapper (a function with parameters that may hold a sink) are worth a look."""
         holders: dict[str, set[str]] = {}  # a possible wrapper's name (lower-cased) -> the modules defining one
         for key, fn in self.functions.items():
             if has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno):
@@ -266,8 +266,7 @@ class Project:
                 module.hot_lines = hot_lines(low, module.num_lines, hits, module.hot_lines)
 
     def note_call(self, sinks: SinkReader, node: ast.Call, scope: Scope) -> None:
-        """Remember a call that may reach one of the project's functions, with its arguments (read
-        by the walker's `sinks` and their evaluator)."""
+        """Remember a call that may reach one of the project's functions, with its arguments' shapes."""
         ev = sinks.ev
         func = node.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""

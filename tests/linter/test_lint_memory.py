@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from radixgate.bench.lint import generate
+from radixgate.linter.analysis import bodies
 from radixgate.linter.analysis.facts import parse
 from radixgate.linter.analysis.project import Project
 from radixgate.linter.checker import violations_for
@@ -75,3 +76,40 @@ def test_only_calls_to_possible_wrappers_are_held_and_the_wrapped_finding_stays(
     assert [call.targets for call in project.calls] == [[("app", None, "ask")]]
     found = violations_for(project.entries[0].sites, parsed, "app.py", Settings())
     assert [(v.code, v.row) for v in found if "sent by" in v.message] == [("KV101", 22)], found
+
+
+CHAIN = {
+    "wrap": WRAPPED.split("def tally")[0],
+    "mid": "from wrap import ask\n\n\ndef relay(system, question):\n    return ask(system, question)\n",
+    "app": (
+        "from mid import relay\n\n\ndef log_prompt(prompt):\n    print(prompt)\n\n\n"
+        "def fill(name):\n    return TEMPLATE.format(user=name)\n\n\n"
+        "def handle(request):\n    log_prompt(request.query)\n    fill(request.user)\n"
+        "    return relay(f'{request.time} ' + 'You are the support agent of the shop. Be brief. ' * 20,\n"
+        "                 request.query)\n"
+    ),
+}
+
+
+def _chain_project(monkeypatch, sweep_every: int) -> tuple[Project, list]:
+    monkeypatch.setattr(bodies, "_SWEEP_EVERY", sweep_every)
+    project = Project()
+    for name in ("app", "mid", "wrap"):  # the caller walked first: its callees' modules are not walked yet
+        parsed = parse(CHAIN[name], f"{name}.py", name, force=True)
+        project.add(Path(f"{name}.py"), parsed, True)
+    project.run()
+    found = [violations_for(e.sites, e.parsed, e.path.as_posix(), Settings()) for e in project.entries]
+    return project, found
+
+
+def test_calls_that_can_never_reach_a_wrapper_are_let_go_during_the_walk(monkeypatch) -> None:
+    held, expected = _chain_project(monkeypatch, 10**9)  # never swept
+    swept, found = _chain_project(monkeypatch, 1)  # swept after every module
+    assert found == expected
+    assert [(v.code, v.row) for v in found[0] if "sent by" in v.message] == [("KV101", 15)]
+    assert ("app", None, "log_prompt") in [t for call in held.calls for t in call.targets]
+    # `log_prompt` can never become a wrapper once `app` is walked: its call goes. `fill`'s parameter fills
+    # a placeholder (a table another module may read), `relay`'s module was not walked yet when `app` was
+    # (then it is a wrapper of `ask`): their calls stay, as does the call to `ask`
+    kept = [t for call in swept.calls for t in call.targets]
+    assert kept == [("app", None, "fill"), ("mid", None, "relay"), ("wrap", None, "ask")]
