@@ -242,12 +242,11 @@ class Project:
         for key, fn in self.functions.items():
             if has_parameters(fn) and self.owners[key].is_hot(fn.lineno, fn.end_lineno or fn.lineno):
                 holders.setdefault(key[2].lower(), set()).add(key[0])
-        every = set(holders)
-        calls = tuple(sorted(w + "(" for w in every))
+        calls = tuple(sorted(w + "(" for w in holders))
+        few = len(calls) <= _FEW_WORDS  # search for each; else list the names a file calls, once
         for path, source, name in self.quiet:  # parsed if it may call one; its calls resolve by import only
             low = source.lower()
-            few = len(calls) <= _FEW_WORDS  # else list the names this file calls, once
-            if name in self.lazy and (any(w in low for w in calls) if few else every & called_names(low)):
+            if name in self.lazy and (any(w in low for w in calls) if few else holders.keys() & called_names(low)):
                 del self.lazy[name]
                 try:
                     parsed = parse(source, path.as_posix(), name, force=True)
@@ -257,10 +256,12 @@ class Project:
                     self.add(path, parsed, True)
         odd = [w for w in holders if not PLAIN_NAME.fullmatch(w)]  # names `called_suffixes` may miss
         for entry in self.entries:  # lines calling a function of a connected module are worth a look
-            module = entry.parsed.module
-            low = source_text(entry.parsed).lower()
+            module, low = entry.parsed.module, source_text(entry.parsed).lower()
             near = self.near(module)
-            found = [w for w in called_suffixes(low) if w in holders] + [w for w in odd if w + "(" in low]
+            if few:  # `w(` in the text: `w` is one of `called_suffixes(low)`
+                found = [w for w, owners in holders.items() if not owners.isdisjoint(near) and w + "(" in low]
+            else:
+                found = [w for w in called_suffixes(low) if w in holders] + [w for w in odd if w + "(" in low]
             hits = tuple(sorted({w + "(" for w in found if not holders[w].isdisjoint(near)}))
             if hits:
                 module.hot_lines = hot_lines(low, module.num_lines, hits, module.hot_lines)
