@@ -19,7 +19,8 @@ the router process's CPU per answered request.
 per system message, `static_prefix_chars` its length) and `--worker-eviction-policy P` starts the
 workers with `--radix-eviction-policy P`: with `template`, whatever gateway sees the tags (a
 radixgate front, or each worker's own behind a router that passes `metadata` on) credits a
-returning template's static prefix.
+returning template's static prefix; tagged, each run gets freshly started workers, so
+no run inherits the template statistics a worker's own gateway kept from the one before.
 `--simulate` runs the gateway's own `Router` over one LRU `RadixCache` per worker instead
 (`router_sim.py`; its req/s is modelled, labelled so); SGLang's router is not simulated.
 """
@@ -211,16 +212,21 @@ def run_live(preset: Preset, workload: Any, prompts: list[list[int]], pool: int,
             continue
         flags = ["--max-total-tokens", str(pool), "--radix-eviction-policy", args.worker_eviction_policy]
         flags += ["--enable-kv-events"] if events else []
-        workers = [ServerProcess(flags, env=env) for _ in range(preset.workers)]
+        workers: list[ServerProcess] = []
         try:
-            for w in workers:
-                w.start()
-            urls = [w.base_url for w in workers]
-            _warm_up(urls, workload.sessions, preset.concurrency)
             for _ in range(args.rounds if events else 1):
                 for name in names:
                     if name not in args.routers:
                         continue
+                    # Tagged, every run gets fresh workers: a worker's own gateway keeps the template
+                    # statistics of what reached it tagged (behind SGLang's router), and would credit the
+                    # next run's templates from their first request.
+                    if not workers or args.tagged:
+                        for w in workers:
+                            w.stop()
+                        workers = [ServerProcess(flags, env=env) for _ in range(preset.workers)]
+                        urls = [w.start().base_url for w in workers]  # a failed start: `finally` stops all
+                        _warm_up(urls, workload.sessions, preset.concurrency)
                     if name == "sgl-router":
                         with SglRouter(urls, args.sgl_log) as sgl:
                             assert sgl.process is not None

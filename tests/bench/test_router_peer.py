@@ -43,3 +43,57 @@ def test_tagged_requests_carry_the_sdks_tags_and_simulate_refuses_the_live_only_
         with pytest.raises(SystemExit):
             main(["--preset", "heldout-16x12", "--simulate", *flags])
         assert "for live runs" in capsys.readouterr().err
+
+
+def test_tagged_runs_each_get_fresh_workers_and_untagged_ones_share_them(monkeypatch) -> None:
+    """A worker's own gateway keeps the template statistics of tagged requests that reached it (behind
+    SGLang's router): tagged, no run may inherit them, so each run starts its workers afresh."""
+    import argparse
+    from types import SimpleNamespace
+
+    import radixgate.gateway.server_process as server_process
+    from radixgate.bench import router_peer
+
+    started: list[list[str]] = []
+
+    class Process:
+        def __init__(self, args, env=None) -> None:
+            self.args, self.process, self.base_url = list(args), None, ""
+
+        def start(self):
+            started.append(self.args)
+            self.process, self.base_url = SimpleNamespace(pid=os.getpid()), f"http://127.0.0.1:{len(started)}"
+            return self
+
+        def stop(self) -> None:
+            self.process = None
+
+        __enter__ = start
+
+        def __exit__(self, *exc) -> None:
+            self.stop()
+
+    async def drive(*args, **kwargs):
+        return [0], [(100, 60, None)], 1.0
+
+    monkeypatch.setattr(server_process, "ServerProcess", Process)
+    monkeypatch.setattr(router_peer, "SglRouter", lambda urls, log: Process(["sgl-router", *urls]))
+    monkeypatch.setattr(router_peer, "_drive", drive)
+    monkeypatch.setattr(router_peer, "_flush", lambda urls: None)
+    monkeypatch.setattr(router_peer, "_warm_up", lambda *args: None)
+    preset = PRESETS["heldout-16x12"]
+    workload = SimpleNamespace(sessions=[[[{"role": "user", "content": "hi"}]]], arrivals=[0.0])
+    for tagged, worker_starts in ((True, 4), (False, 1)):
+        started.clear()
+        args = argparse.Namespace(
+            tagged=tagged,
+            rounds=2,
+            routers={"radixgate (KV events)", "sgl-router"},
+            against="sglang-router",
+            worker_eviction_policy="template",
+            sgl_log="unused",
+        )
+        rows = router_peer.run_live(preset, workload, [[1, 2, 3]], 7000, args)
+        assert [r.router for r in rows] == ["radixgate (KV events)", "sgl-router"] * 2
+        workers = [a for a in started if "--max-total-tokens" in a]
+        assert len(workers) == worker_starts * preset.workers, (tagged, started)
