@@ -7,12 +7,17 @@ figure to beat), all in one run.
 Workload per setup: `--streams` streams decode `--stream-tokens` tokens each (ignore_eos) while
 `--long-prompts` prompts of `--long-len` tokens arrive `--gap-s` apart (one output token each).
 Printed per setup: the streams' inter-token latency p50 / p99 (the gaps between a stream's
-consecutive tokens), and throughput (prompt plus output tokens over the workload's wall time)."""
+consecutive tokens), throughput (prompt plus output tokens over the workload's wall time), and the
+share of the workload's wall time the decoding engine's loop thread (the busiest thread of the
+co-located server or of the decode worker) spent runnable but waiting for its core (Linux
+schedstat): CPU that other processes took from it, which the server cannot remove and which
+stretches its steps; a high figure marks a row measured on a busy machine."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import threading
@@ -89,7 +94,39 @@ def _long(target: Target, ids: list[int]) -> None:
         prefill.join()
 
 
-def workload(url: Target, args: argparse.Namespace, seed: int) -> dict[str, Any]:
+def _threads(pid: int | None) -> dict[str, tuple[int, float]]:
+    """Each thread of `pid`: CPU used (clock ticks) and seconds spent runnable but not running
+    (schedstat's second field); empty off Linux."""
+    out: dict[str, tuple[int, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task") if pid else []
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                waited = int(f.read().split()[1]) / 1e9
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[tid] = (int(fields[11]) + int(fields[12]), waited)  # utime + stime
+    return out
+
+
+def _loop_wait_share(
+    before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]], wall: float
+) -> float | None:
+    """The run-queue wait, as a share of `wall`, of the thread that used the most CPU in between."""
+    common = [t for t in after if t in before]
+    if not common:
+        return None
+    busiest = max(common, key=lambda t: after[t][0] - before[t][0])
+    return (after[busiest][1] - before[busiest][1]) / wall
+
+
+def workload(url: Target, args: argparse.Namespace, seed: int, engine_pid: int | None = None) -> dict[str, Any]:
+    """`engine_pid`: the process whose loop makes the streams' tokens (its run-queue wait is reported)."""
     rng = random.Random(seed)
 
     def prompt(n: int) -> list[int]:
@@ -101,6 +138,7 @@ def workload(url: Target, args: argparse.Namespace, seed: int) -> dict[str, Any]
         threading.Thread(target=_stream, args=(url, prompt(128), args.stream_tokens, stamps[i]))
         for i in range(args.streams)
     ]
+    threads = _threads(engine_pid)
     start = time.perf_counter()
     for t in streams:
         t.start()
@@ -116,20 +154,26 @@ def workload(url: Target, args: argparse.Namespace, seed: int) -> dict[str, Any]
     for t in streams + longs:
         t.join()
     wall = time.perf_counter() - start
+    waited = _loop_wait_share(threads, _threads(engine_pid), wall)
     gaps = sorted(b - a for s in stamps for a, b in zip(s, s[1:], strict=False))
     tokens = args.streams * (128 + args.stream_tokens) + args.long_prompts * (args.long_len + 1)
     return {
         "itl_p50_ms": 1000 * gaps[len(gaps) // 2],
         "itl_p99_ms": 1000 * gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))],
         "tokens_per_s": tokens / wall,
+        "loop_run_queue_share": waited,
     }
 
 
-def run_setup(servers: list[ServerProcess], url_of: int, args: argparse.Namespace) -> dict[str, Any]:
+def run_setup(
+    servers: list[ServerProcess], url_of: int, args: argparse.Namespace, engine: ServerProcess | None = None
+) -> dict[str, Any]:
+    """`engine`: the server whose loop makes the streams' tokens (default: the one asked)."""
     for s in servers:
         s.start()
     try:
-        return workload(servers[url_of].base_url, args, seed=0)
+        process = (engine or servers[url_of]).process
+        return workload(servers[url_of].base_url, args, seed=0, engine_pid=process and process.pid)
     finally:
         for s in reversed(servers):
             s.stop()
@@ -169,11 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         prefill.start()
         decode.start()
         pair = Pair(prefill.base_url, decode.base_url, bootstrap)
-        rows[f"PD, the bench as router (prefill core {first}, decode {second})"] = workload(pair, args, seed=0)
+        decode_pid = decode.process and decode.process.pid
+        rows[f"PD, the bench as router (prefill core {first}, decode {second})"] = workload(pair, args, 0, decode_pid)
         for server in (prefill, decode):  # the same prompts again: from cold caches, as the first time
             httpx.post(f"{server.base_url}/flush_cache", timeout=60).raise_for_status()
         front = PinnedServer(args.cores, ["--prefill", prefill.base_url, str(bootstrap), "--decode", decode.base_url])
-        rows[f"PD via radixgate's router (on cores {args.cores})"] = run_setup([front], 0, args)
+        rows[f"PD via radixgate's router (on cores {args.cores})"] = run_setup([front], 0, args, engine=decode)
     finally:
         decode.stop()
         prefill.stop()
@@ -188,10 +233,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.streams} streams x {args.stream_tokens} tokens while {args.long_prompts} prompts of "
         f"{args.long_len} tokens arrive {args.gap_s} s apart; cores {args.cores}"
     )
-    print(f"{'setup':<52} {'ITL p50 ms':>10} {'ITL p99 ms':>10} {'tok/s':>8}")
+    print(f"{'setup':<52} {'ITL p50 ms':>10} {'ITL p99 ms':>10} {'tok/s':>8} {'loop waited':>11}")
     for k, v in rows.items():
         mark = " *" if k == best_name else ""
-        print(f"{k + mark:<52} {v['itl_p50_ms']:>10.1f} {v['itl_p99_ms']:>10.1f} {v['tokens_per_s']:>8.1f}")
+        share = v["loop_run_queue_share"]
+        waited = "n/a" if share is None else f"{100 * share:.0f}%"
+        print(
+            f"{k + mark:<52} {v['itl_p50_ms']:>10.1f} {v['itl_p99_ms']:>10.1f} {v['tokens_per_s']:>8.1f} {waited:>11}"
+        )
     print(f"best PD p99 / best co-located p99 (*): {ratio:.2f} (the target: at most 0.5)")
     return 0
 
