@@ -124,6 +124,11 @@ def explain_recent(
         return None
     best, best_len = None, -1
     for other in recent:
+        # Only a longer shared prefix replaces the best: one slice comparison rules most others out,
+        # where a full search costs a dozen (many recent prompts share the same template head).
+        beyond = (best_len + 1) * TOKEN_BYTES
+        if best is not None and prompt[:beyond] != other[:beyond]:
+            continue
         shared = common_prefix(prompt, other)
         if shared > best_len:
             best, best_len = other, shared
