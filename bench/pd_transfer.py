@@ -12,7 +12,8 @@ copy of the same bytes, in one run.
 Both end where the bytes have landed, checked, in memory the receiving process reads: the decode
 side's write into its KV pool (the same for every backend) is not counted.
 
-The sender runs on a thread of its own; each figure is the best of `--repeats` runs. With
+The sender runs on a thread of its own; each figure is the best of `--repeats` runs, the paths taking
+turns within each repeat, so that a busy moment of the machine falls on all of them alike. With
 `--tokens-check`, a P/D pair of tiny engines first answers 32 prompts and the table says how many
 gave the co-located engine's greedy tokens."""
 
@@ -32,8 +33,13 @@ import numpy as np
 import torch
 
 
-def _best(run: Callable[[], float], repeats: int) -> float:
-    return min(run() for _ in range(repeats))
+def _best_interleaved(runs: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Each run's least seconds over `repeats` rounds of all of them, one after another."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeats):
+        for name, run in runs.items():
+            best[name] = min(best[name], run())
+    return best
 
 
 def _pair() -> tuple[socket.socket, socket.socket]:
@@ -188,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="radixgate bench pd-transfer", description=__doc__.splitlines()[0])
     p.add_argument("--megabytes", type=int, default=256, help="KV bytes moved per run")
     p.add_argument("--chunk-megabytes", type=float, default=4.0)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--tokens-check", action="store_true", help="also run the P/D vs co-located token table")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -200,15 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     from radixgate.engine.disagg.transfer import make_backend
 
     tcp, shm = make_backend("tcp"), make_backend("shm")
-    seconds = {
-        "tcp plain socket": _best(lambda: tcp_plain(data), args.repeats),
-        "tcp backend": _best(lambda: backend_run(tcp, data, chunk), args.repeats),
-        "memcpy": _best(lambda: memcpy(source, out), args.repeats),
-        "memcpy by chunk": _best(lambda: memcpy(source, out, chunk), args.repeats),
-        f"torch copy_ x{torch.get_num_threads()}": _best(lambda: torch_copy(source, out), args.repeats),
-        "shm backend": _best(lambda: backend_run(shm, data, chunk), args.repeats),
-    }
     parallel_copy = f"torch copy_ x{torch.get_num_threads()}"
+    runs: dict[str, Callable[[], float]] = {
+        "tcp plain socket": lambda: tcp_plain(data),
+        "tcp backend": lambda: backend_run(tcp, data, chunk),
+        "memcpy": lambda: memcpy(source, out),
+        "memcpy by chunk": lambda: memcpy(source, out, chunk),
+        parallel_copy: lambda: torch_copy(source, out),
+        "shm backend": lambda: backend_run(shm, data, chunk),
+    }
+    seconds = _best_interleaved(runs, args.repeats)
     shm.close()
     rate = {k: total / v / 1e9 for k, v in seconds.items()}
     result: dict[str, Any] = {
