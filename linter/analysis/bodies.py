@@ -197,7 +197,7 @@ def _dotted_only(func: ast.expr) -> ast.expr:
 
 
 Key = tuple[str, str | None, str]  # (module, class or None, function)
-_SWEEP_EVERY = 1000  # calls noted between two sweeps: the dead ones are held at most this long
+_SWEEP_EVERY = 1000  # calls noted between two sweeps at least (at least as many as the last one kept)
 
 
 class NotedCalls:
@@ -223,7 +223,7 @@ class NotedCalls:
     def after_walk(self, project: Any, module: Any) -> None:
         """`module`'s walk is over and its sites learned: sweep once enough calls were noted since the last."""
         self.walked.append(module)
-        if len(project.calls) - self.kept >= _SWEEP_EVERY:
+        if len(project.calls) - self.kept >= max(_SWEEP_EVERY, self.kept):  # each sweep's cost paid back
             self.sweep(project)
 
     def sweep(self, project: Any) -> None:

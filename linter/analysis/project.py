@@ -91,6 +91,7 @@ class Project:
         self._connected: dict[int, list[Module]] = {}  # id(module) -> `connected(module)`
         self._near: dict[int, set[str]] = {}  # id(module) -> the names of `connected(module)`
         self._importers: dict[int, list[Module]] | None = None  # id(module) -> the modules importing it
+        self._reads: dict[Key, bool] = {}  # `may_wrap`'s `reads_parameters`, by function
 
     # -- building ------------------------------------------------------------------------
     def add(self, path: Path, parsed: Parsed, report: bool) -> None:
@@ -114,8 +115,7 @@ class Project:
             self.entries[-1].parsed = parsed._replace(source="")
 
     def defer(self, path: Path, source: str, name: str, report: bool = False) -> None:
-        """A module without prompt words: read only if another module imports from it, or (when
-        reported) if it calls one of the project's possible wrappers."""
+        """A module without prompt words: read if imported from, or (reported) if it may call a wrapper."""
         if report:
             self.quiet.append((path, source, name))
         parts = name.split(".") if name else [path.stem]
@@ -206,8 +206,7 @@ class Project:
         return self._connected[key]
 
     def near(self, module: Module) -> set[str]:
-        """The names of `connected(module)`, remembered."""
-        if id(module) not in self._near:
+        if id(module) not in self._near:  # the names of `connected(module)`, remembered
             self._near[id(module)] = {m.name for m in self.connected(module)}
         return self._near[id(module)]
 
@@ -322,17 +321,18 @@ class Project:
         return [key] if key in self.functions else []
 
     def may_wrap(self, key: Key) -> bool:
-        """Whether `key` may become a wrapper: a function of the project whose parameters are known where
-        its body is read (`reads_parameters`), as references to them (what makes a wrapper) arise only there."""
-        return key in self.twins or (key in self.functions and reads_parameters(self.functions[key], self.owners[key]))
+        """Whether `key` may become a wrapper: a function of the project whose parameters are known where its body
+        is read (`reads_parameters`, remembered: fixed once the walk begins), as references to them arise only there."""
+        if key in self.functions and key not in self._reads:
+            self._reads[key] = reads_parameters(self.functions[key], self.owners[key])
+        return key in self.twins or self._reads.get(key, False)
 
     def function_return(self, ev: Evaluator, node: ast.Call, qual: str) -> Shape | None:
         """The shape another module's function returns, placed at this call."""
         found = self.resolve(qual)
         if found is None or "." in found[1] or found[0] is ev.module or found[1] not in found[0].functions:
             return None
-        other, name = found
-        spot = elsewhere(node)
+        other, name, spot = *found, elsewhere(node)
         shape = Evaluator(other, ev.read_function).function_return(name, node)
         return tuple(p._replace(node=node if p.is_dynamic else spot, flaws=()) for p in shape)
 
