@@ -114,7 +114,8 @@ def body(module: Any, fn: Function) -> list[ast.stmt]:
     if fn.body or module.bodies is None:
         return fn.body
     store, packed = module.bodies
-    fn.body = _parse_body(*store.text(packed), fn)
+    source, starts = store.text(packed)
+    fn.body = _parse_body(source, starts, fn)
     store.read.append((module, fn))
     return fn.body
 
