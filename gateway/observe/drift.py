@@ -62,6 +62,9 @@ class PromptSamples:
         self._samples.move_to_end(key)
         best, closest = -1, 0
         for i, earlier in enumerate(kept):
+            reach = best * 4
+            if best > 0 and packed[:reach] != earlier[:reach]:
+                continue  # shares fewer than `best` tokens: one comparison, not a search
             n = common_prefix(packed, earlier)
             if n >= best:  # on a tie the most recent one (kept last)
                 best, closest = n, i

@@ -248,6 +248,16 @@ class Metrics:
             self.cached_fraction,
         ):
             metric.labels(model_name)
+        # labels() takes a lock and validates its values on every call; no series is ever removed,
+        # so each one is looked up once and kept (template labels are bounded by template_label).
+        self._series: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def _series_of(self, metric: Any, *values: str) -> Any:
+        key = (id(metric), values)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = metric.labels(*values)
+        return series
 
     def template_label(self, template: str, tenant: str = "default") -> str:
         """The template's own label while its tenant has fewer than `max_template_labels`, else
@@ -276,29 +286,29 @@ class Metrics:
         queue_time: float | None,
         token_gaps: list[float],
     ) -> None:
-        model = self.model_name
-        self.requests.labels(model, endpoint, "ok").inc()
-        self.prompt_tokens.labels(model).inc(prompt_tokens)
-        self.generation_tokens.labels(model).inc(completion_tokens)
-        self.cached_tokens.labels(model).inc(cached_tokens)
+        model, series = self.model_name, self._series_of
+        series(self.requests, model, endpoint, "ok").inc()
+        series(self.prompt_tokens, model).inc(prompt_tokens)
+        series(self.generation_tokens, model).inc(completion_tokens)
+        series(self.cached_tokens, model).inc(cached_tokens)
         if prompt_tokens:
-            self.cached_fraction.labels(model).observe(cached_tokens / prompt_tokens)
+            series(self.cached_fraction, model).observe(cached_tokens / prompt_tokens)
         if ttft is not None:
-            self.ttft.labels(model).observe(ttft)
+            series(self.ttft, model).observe(ttft)
         if queue_time is not None:
-            self.queue_time.labels(model).observe(max(0.0, queue_time))
-        self.e2e.labels(model).observe(e2e)
-        gaps = self.inter_token.labels(model)
+            series(self.queue_time, model).observe(max(0.0, queue_time))
+        series(self.e2e, model).observe(e2e)
+        gaps = series(self.inter_token, model)
         for gap in token_gaps:
             gaps.observe(gap)
         label = self.template_label(template, tenant)
-        self.template_requests.labels(model, label).inc()
-        self.template_prompt_tokens.labels(model, label).inc(prompt_tokens)
-        self.template_cached_tokens.labels(model, label).inc(cached_tokens)
-        self.template_recomputed_static.labels(model, label).inc(recomputed_static)
+        series(self.template_requests, model, label).inc()
+        series(self.template_prompt_tokens, model, label).inc(prompt_tokens)
+        series(self.template_cached_tokens, model, label).inc(cached_tokens)
+        series(self.template_recomputed_static, model, label).inc(recomputed_static)
 
     def observe_cache_miss(self, reason: str, tokens: int) -> None:
-        self.cache_missed.labels(self.model_name, reason).inc(tokens)
+        self._series_of(self.cache_missed, self.model_name, reason).inc(tokens)
 
     def observe_failed(self, endpoint: str, outcome: str, status_code: int | None = None) -> None:
         """A request without a result: refused (4xx), failed (5xx) or aborted (499)."""

@@ -47,6 +47,36 @@ def test_common_prefix_matches_a_plain_loop() -> None:
         assert common_prefix(array("i", a).tobytes(), array("i", b).tobytes()) == expected
 
 
+def _shared(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def test_compare_and_keep_matches_a_plain_loop() -> None:
+    """Closest kept prompt (the most recent on a tie), where it diverged, and what is kept after."""
+    rng = random.Random(5)
+    for _ in range(100):
+        samples, reference = PromptSamples(), []
+        for _ in range(12):
+            base = reference[rng.randrange(len(reference))] if reference and rng.random() < 0.8 else []
+            ids = base[: rng.randrange(len(base) + 1)] + [rng.randrange(3) for _ in range(rng.randrange(1, 12))]
+            found = samples.compare_and_keep(("t", "tpl"), ids)
+            if not reference:
+                assert found is None
+                reference.append(ids)
+                continue
+            shared = [_shared(ids, e) for e in reference]
+            best = max(shared)
+            closest = max(i for i, n in enumerate(shared) if n == best)
+            earlier = reference[closest]
+            assert found is not None and found.earlier == array("i", earlier).tobytes()
+            assert found.diverged_at == (None if best >= min(len(earlier), len(ids)) else best)
+            if best >= len(earlier):
+                reference[closest] = ids
+            else:
+                reference = (reference + [ids])[-drift.MAX_SAMPLES :]
+            assert samples._samples[("t", "tpl")] == [array("i", r).tobytes() for r in reference]
+
+
 def test_a_system_prompt_that_varies_is_found_in_the_system_segment(client: TestClient, long_prefix) -> None:
     static = long_prefix("drift-system", sentences=10)
     for word in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot"):
