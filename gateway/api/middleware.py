@@ -11,6 +11,7 @@ is a state-changing request a browser could send cross-site without asking first
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,6 +41,7 @@ PUBLIC_PATHS = frozenset({"/health", "/dashboard", "/worker_proof"})
 ADMIN_PATHS = ("/workers",)  # /dashboard/data scopes itself: a tenant key sees its own tenant
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+DISCONNECT_WATCH = "disconnect_watch"  # its key in the request's scope["state"]
 # The content types a browser sends cross-site without a CORS preflight.
 SIMPLE_CONTENT_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data", "text/plain")
 
@@ -171,12 +173,59 @@ class BodyLimitMiddleware:
             if not message.get("more_body", False):
                 break
         is_replayed = False
+        watch = DisconnectWatch(receive)
+        scope.setdefault("state", {})[DISCONNECT_WATCH] = watch
 
         async def replay() -> Message:
             nonlocal is_replayed
             if not is_replayed:
                 is_replayed = True
                 return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-            return await receive()  # later calls see http.disconnect, so aborts still work
+            return await watch.receive()  # later calls see http.disconnect, so aborts still work
 
-        await self.app(scope, replay, send)
+        try:
+            await self.app(scope, replay, send)
+        finally:
+            watch.close()
+
+
+class DisconnectWatch:
+    """Whether the client has left, learned by one task awaiting the server's `receive` once the body
+    is read. Starlette's `Request.is_disconnected` instead polls `receive` inside a cancelled anyio
+    scope on every check; here a check reads the task, and every later `receive()` caller (a
+    streaming response's own listener included) is handed the message that task got."""
+
+    def __init__(self, receive: Receive) -> None:
+        self._receive = receive
+        self._task: asyncio.Future[Message] | None = None
+
+    def _watching(self) -> asyncio.Future[Message]:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._receive())
+        return self._task
+
+    async def receive(self) -> Message:
+        message = await asyncio.shield(self._watching())  # a cancelled caller leaves the watch running
+        if message.get("type") != "http.disconnect":
+            self._task = None  # consumed: the next call waits for the next message
+        return message
+
+    async def is_disconnected(self) -> bool:
+        if self._task is None:
+            self._watching()
+            await asyncio.sleep(0)  # a client already gone is seen by this first check, as Starlette's is
+        task = self._watching()
+        if not task.done() or task.cancelled():
+            return False
+        return task.exception() is not None or task.result().get("type") == "http.disconnect"
+
+    def close(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+
+def disconnect_check(request: Any) -> Callable[[], Awaitable[bool]]:
+    """The request's disconnect check: its `DisconnectWatch` when the body went through
+    `BodyLimitMiddleware`, else Starlette's own."""
+    watch = request.scope.get("state", {}).get(DISCONNECT_WATCH)
+    return watch.is_disconnected if watch is not None else request.is_disconnected

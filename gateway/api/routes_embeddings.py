@@ -22,6 +22,7 @@ from ..state import AppState, state_of
 from ..workers.embeddings import embedder_of
 from . import bounds
 from .errors import APIError, from_engine_error
+from .middleware import disconnect_check
 from .openai_requests import tenant_of
 from .openai_schemas import refuse_lone_surrogates
 from .sse import ERRORS
@@ -159,7 +160,7 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> dict[str, Any]
     try:
         with use_span(span, end_on_exit=False):
             work = embedder.embed(prompts, state.cache_salt(tenant))
-            vectors = await until_disconnected(work, request.is_disconnected)
+            vectors = await until_disconnected(work, disconnect_check(request))
     except ValueError as exc:
         fail_request_span(span, "invalid_request", str(exc))
         state.metrics.observe_failed("embeddings", "invalid")

@@ -32,6 +32,7 @@ from ..workers.worker import normalized
 from . import bounds
 from .bootstrap_fields import with_bootstrap
 from .errors import APIError, redact
+from .middleware import disconnect_check
 from .native_schemas import FlushCacheResponse, GenerateRequest, GenerateResponse, PromptStatsResponse, ServerInfo
 from .openai_schemas import ErrorResponse
 from .request_fields import check_fields
@@ -89,14 +90,14 @@ async def generate(body: GenerateRequest, request: Request) -> Any:
     jobs = with_bootstrap(request, body, jobs)  # prefill/decode disaggregation
     bounds.check_stop(jobs[0].request, "sampling_params.stop")
     for job in jobs:
-        await precompile(state, job.request, tenant, request.is_disconnected)
+        await precompile(state, job.request, tenant, disconnect_check(request))
         job.validate(state)
     state.admit(tenant, sum(len(j.request.input_ids) for j in jobs), "generate")
     start = time.perf_counter()
     texts = TokenTexts(state.worker) if body.return_text_in_logprobs else None
     if body.stream:
         return sse_response(_generate_stream(state, jobs, start, texts, indexed=len(jobs) > 1, held=held))
-    outs = await collect(state, jobs, request.is_disconnected)
+    outs = await collect(state, jobs, disconnect_check(request))
     answers = [
         {
             "text": out.text,

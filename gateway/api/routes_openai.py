@@ -24,6 +24,7 @@ from ..state import AppState, state_of
 from . import bounds
 from .bootstrap_fields import with_bootstrap
 from .errors import APIError
+from .middleware import disconnect_check
 from .openai_requests import (
     reject_unsupported,
     system_fingerprint,
@@ -64,7 +65,7 @@ async def _respond(
     state.admit(jobs[0].tenant, sum(len(j.request.input_ids) for j in jobs), jobs[0].endpoint)
     if stream:  # asking for diagnostics asks for the usage chunk that carries them
         return sse_response(render_stream(state, jobs, response_id, include_usage or asked(jobs)))
-    return add_to_body(render_full(state, await collect(state, jobs, request.is_disconnected), response_id), jobs)
+    return add_to_body(render_full(state, await collect(state, jobs, disconnect_check(request)), response_id), jobs)
 
 
 def _usage_of(outputs: list[GenerateOutput]) -> dict[str, Any]:
@@ -115,7 +116,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any
     bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body, plan.grammar()))
     if constraint is not None:
-        await precompile(state, jobs[0].request, tenant_of(request), request.is_disconnected)  # a 400 if it cannot
+        await precompile(state, jobs[0].request, tenant_of(request), disconnect_check(request))  # a 400 if it cannot
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     render_stream, render_full = _chat_stream, _chat_full
     if plan.is_active:
@@ -255,7 +256,7 @@ async def completions(body: CompletionRequest, request: Request) -> Any:
     bounds.check_stop(jobs[0].request, "stop")
     jobs = constrain(jobs, constraint := constraint_of(body))
     if constraint is not None:
-        await precompile(state, jobs[0].request, tenant_of(request), request.is_disconnected)
+        await precompile(state, jobs[0].request, tenant_of(request), disconnect_check(request))
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
     stream = partial(_completion_stream, echo=body.echo)
     full = partial(_completion_full, jobs=jobs, echo=body.echo)

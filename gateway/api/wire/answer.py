@@ -27,6 +27,7 @@ from ...state import AppState
 from ...workers.worker import MIN_TOP_P, SAMPLING_EPS
 from .. import bounds
 from ..errors import APIError, from_engine_error
+from ..middleware import disconnect_check
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ async def prepare_job(
     bounds.check_stop(job.request, stop_param)
     (job,) = constrain([job], constraint)
     if constraint is not None:
-        await precompile(state, job.request, tenant, request.is_disconnected)
+        await precompile(state, job.request, tenant, disconnect_check(request))
     job.validate(state)
     state.admit(tenant, len(input_ids), endpoint)
     return job

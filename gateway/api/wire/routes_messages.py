@@ -33,6 +33,7 @@ from ...observe.prompt_stats import RequestTags
 from ...state import AppState, state_of
 from .. import bounds
 from ..errors import APIError
+from ..middleware import disconnect_check
 from ..request_fields import check_fields
 from ..retention import breakpoint_pins, pins_answer
 from ..sse import SSE_HEADERS
@@ -162,7 +163,7 @@ async def create_message(body: MessagesRequest, request: Request) -> Any:
     writer = MessageWriter(state, job, prompt, body)
     if body.stream:
         return StreamingResponse(writer.stream(job), media_type="text/event-stream", headers=SSE_HEADERS)
-    output = await run_job(state, job, request.is_disconnected)
+    output = await run_job(state, job, disconnect_check(request))
     blocks, reason = answer_blocks(prompt.plan, output)
     return writer.message([content_block(b) for b in blocks], output, reason)
 

@@ -33,6 +33,7 @@ from ...observe.prompt_stats import RequestTags
 from ...state import AppState, state_of
 from ...tenancy.response_store import ResponseStore, StoredResponse
 from ..errors import APIError
+from ..middleware import disconnect_check
 from ..request_fields import check_fields
 from ..retention import options_ttl, pins_answer, retention_cap, whole_prompt_pin
 from ..sse import ERRORS, sse_response
@@ -146,7 +147,7 @@ async def create_response(body: ResponsesRequest, request: Request) -> Any:
     writer.job = job
     if body.stream:
         return sse_response(writer.stream(job))
-    output = await run_job(state, job, request.is_disconnected)
+    output = await run_job(state, job, disconnect_check(request))
     blocks, reason = answer_blocks(plan, output)
     return writer.finish(job, output, blocks, reason)
 
