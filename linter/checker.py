@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from radixgate._wire import count_tokens, count_tokens_offline
+
 from .analysis.facts import Parsed, parse
 from .analysis.ordering import Finding, check_site, estimate_tokens
 from .analysis.placeholders import locate
@@ -28,7 +30,6 @@ from .rules import (
     TurnBeforeDocuments,
 )
 from .settings import Settings
-from .tokens import count_tokens
 from .violation import Violation
 
 _NOQA = re.compile(r"#\s*(?:noqa|promptlint:\s*disable)(?::\s*|=)?([A-Z0-9, ]*)", re.IGNORECASE)
@@ -138,7 +139,8 @@ def _short_prefix(site: Site, minimum: int) -> Finding | None:
     if not chars:
         return None
     known = "".join(p.label for p in head)
-    tokens = count_tokens(known) + max(0, chars - len(known)) // 4
+    counted = count_tokens_offline(known)  # tiktoken's encoder only where the offline ranks are missing
+    tokens = (count_tokens(known) if counted is None else counted) + max(0, chars - len(known)) // 4
     if tokens >= minimum:
         return None
     return Finding(ShortStaticPrefix.code, site.node, {"tokens": tokens, "minimum": minimum}, None)

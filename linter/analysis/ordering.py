@@ -22,8 +22,9 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
+from radixgate._wire import count_tokens_offline
+
 from ..rules import DynamicBeforeCacheBreakpoint, DynamicBeforeStatic, DynamicInSystemPrompt, TurnBeforeDocuments
-from ..tokens import count_tokens_offline
 from .names import is_setup_slot
 from .shape import Change, Kind, Part, is_shared_doc
 from .site import Site
