@@ -52,6 +52,13 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
+def agree_to(a: bytes, b: bytes, n: int) -> bool:
+    """Whether two packed sequences' first `n` tokens are equal, by one slice comparison: False rules
+    out their sharing `n` tokens, without `common_prefix`'s search (two sequences both shorter than
+    `n` agree only when they are equal)."""
+    return a[: n * TOKEN_BYTES] == b[: n * TOKEN_BYTES]
+
+
 @dataclass(frozen=True)
 class Segment:
     """Where a token falls in a chat prompt: `kind` is "tools", "system", "assistant" or "message"."""
@@ -126,8 +133,7 @@ def explain_recent(
     for other in recent:
         # Only a longer shared prefix replaces the best: one slice comparison rules most others out,
         # where a full search costs a dozen (many recent prompts share the same template head).
-        beyond = (best_len + 1) * TOKEN_BYTES
-        if best is not None and prompt[:beyond] != other[:beyond]:
+        if best is not None and not agree_to(prompt, other, best_len + 1):
             continue
         shared = common_prefix(prompt, other)
         if shared > best_len:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from radixgate._wire import Divergence
-from radixgate.gateway.diagnostics.compare import common_prefix
+from radixgate.gateway.diagnostics.compare import agree_to, common_prefix
 
 MAX_SAMPLES = 4  # recent prompts kept per (tenant, template)
 MAX_SAMPLE_TOKENS = 4096  # a prompt is kept up to here; later divergences are not seen
@@ -62,8 +62,7 @@ class PromptSamples:
         self._samples.move_to_end(key)
         best, closest = -1, 0
         for i, earlier in enumerate(kept):
-            reach = best * 4
-            if best > 0 and packed[:reach] != earlier[:reach]:
+            if best > 0 and not agree_to(packed, earlier, best):
                 continue  # shares fewer than `best` tokens: one comparison, not a search
             n = common_prefix(packed, earlier)
             if n >= best:  # on a tie the most recent one (kept last)
