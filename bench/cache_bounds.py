@@ -26,7 +26,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["TraceRequest", "belady_hits", "distinct_blocks", "infinite_hits", "load_trace", "split_by_time"]
+__all__ = [
+    "TIME_PARTS",
+    "TraceRequest",
+    "belady_hits",
+    "counted_part",
+    "distinct_blocks",
+    "infinite_hits",
+    "load_trace",
+    "split_by_time",
+]
 
 MOONCAKE_BLOCK_TOKENS = 512
 _NEVER = float("inf")
@@ -71,6 +80,27 @@ def split_by_time(requests: Sequence[TraceRequest]) -> tuple[list[bool], list[bo
     middle = (requests[0].timestamp_ms + requests[-1].timestamp_ms) / 2
     first = [r.timestamp_ms < middle for r in requests]
     return first, [not f for f in first]
+
+
+# A trace's parts by time: all, its halves, and its quarters (q1 tunes, q2 checks, the second half reports).
+TIME_PARTS = ("all", "first", "second", "q1", "q2", "q3", "q4")
+
+
+def counted_part(requests: Sequence[TraceRequest], part: str) -> list[bool]:
+    """Whether each request falls in `part` of the trace's time span (`TIME_PARTS`); a quarter is a
+    quarter of the span from the first to the last timestamp, the last one closed at its end."""
+    if part not in TIME_PARTS:
+        raise ValueError(f"part must be one of {TIME_PARTS}, got {part!r}")
+    if part == "all":
+        return [True] * len(requests)
+    if part in ("first", "second"):
+        return split_by_time(requests)[part == "second"]
+    if not requests:
+        return []
+    start, span = requests[0].timestamp_ms, requests[-1].timestamp_ms - requests[0].timestamp_ms
+    quarter = int(part[1]) - 1
+    # min(3, ...): the last request, at the span's very end, belongs to the fourth quarter
+    return [min(3, int(4 * (r.timestamp_ms - start) / span)) == quarter if span else quarter == 0 for r in requests]
 
 
 def distinct_blocks(requests: Iterable[TraceRequest]) -> int:

@@ -11,7 +11,8 @@ Output tokens are not inserted: the trace's ids describe input blocks only. The 
 blocks served from the cache / input blocks.
 
 `--part second` counts only the requests of the trace's second time half (all are replayed, so
-the cache is warm); `first` is the tuning half. Pools are fractions of the trace's distinct blocks.
+the cache is warm); `q1`..`q4` count a quarter of the span: `q1` tunes, `q2` checks a candidate,
+`second` reports (docs/engine.md, "Trace replay"). Pools are fractions of the trace's distinct blocks.
 `--url URL` replays the trace live against a server instead (`trace_live.py`).
 """
 
@@ -24,12 +25,13 @@ from collections.abc import Sequence
 
 from radixgate.bench.cache_bounds import (
     MOONCAKE_BLOCK_TOKENS,
+    TIME_PARTS,
     TraceRequest,
     belady_hits,
+    counted_part,
     distinct_blocks,
     infinite_hits,
     load_trace,
-    split_by_time,
 )
 from radixgate.engine.config import EngineConfig
 from radixgate.engine.kvcache.eviction import EVICTION_POLICIES
@@ -156,8 +158,7 @@ def simulate(
     size: int,
     fair: bool = False,
 ) -> dict:
-    first, second = split_by_time(requests)
-    counted = {"all": [True] * len(requests), "first": first, "second": second}[part]
+    counted = counted_part(requests, part)
     distinct = distinct_blocks(requests)
     rows = []
     for fraction in fractions:
@@ -200,7 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--vocab-tokens", type=int, default=50_000, help="with --url: token ids 1000.. this + 1000 stand for blocks"
     )
-    p.add_argument("--part", choices=["all", "first", "second"], default="all", help="which time half counts")
+    p.add_argument(
+        "--part",
+        choices=TIME_PARTS,
+        default="all",
+        help="which part of the trace's time span counts: a half (first, second) or a quarter (q1..q4)",
+    )
     p.add_argument("--pool-fractions", default="0.1,0.25,0.5", help="pools, as fractions of the distinct blocks")
     p.add_argument("--policies", default=",".join(EVICTION_POLICIES), help="comma list (default: every policy)")
     p.add_argument("--block-tokens", type=int, default=16, help="tokens standing for one 512-token trace block")
@@ -259,8 +265,7 @@ def _live(args: argparse.Namespace, path: str, requests: Sequence[TraceRequest])
 
     from radixgate.bench.trace_live import replay_live
 
-    first, second = split_by_time(requests)
-    counted = {"all": [True] * len(requests), "first": first, "second": second}[args.part]
+    counted = counted_part(requests, args.part)
     key = args.api_key or os.environ.get("RADIXGATE_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else None
     with httpx.Client(base_url=args.url.rstrip("/"), timeout=600) as client:

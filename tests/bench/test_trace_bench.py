@@ -138,3 +138,25 @@ def test_fair_share_on_one_tenant_changes_no_hit_on_the_excerpt(capsys):
     for setting in ("on", "off"):
         assert trace.main([*argv, "--tenant-cache-fairness", setting]) == 0
         assert json.loads(capsys.readouterr().out)["traces"][str(EXCERPT)]["tenant_cache_fairness"] is (setting == "on")
+
+
+def test_quarters_split_the_span_by_time_and_tile_the_trace(capsys):
+    """q1..q4 are the quarters of the time span: each request in exactly one, q1+q2 is the first
+    half, and the command counts only the chosen quarter."""
+    reqs = _requests(*[[i] for i in range(9)])  # timestamps 0..8: quarters of width 2
+    quarters = [cache_bounds.counted_part(reqs, f"q{k}") for k in range(1, 5)]
+    assert [sum(q) for q in quarters] == [2, 2, 2, 3]  # the last request, at the span's end, is in q4
+    assert all(sum(column) == 1 for column in zip(*quarters, strict=True))
+    first, second = split_by_time(reqs)
+    assert [a or b for a, b in zip(quarters[0], quarters[1], strict=True)] == first
+    assert [a or b for a, b in zip(quarters[2], quarters[3], strict=True)] == second
+    with pytest.raises(ValueError, match="q5"):
+        cache_bounds.counted_part(reqs, "q5")
+    real = load_trace(EXCERPT)
+    argv = ["--trace", str(EXCERPT), "--simulate", "--pool-fractions", "0.25", "--policies", "lru", "--json"]
+    counts = {}
+    for part in ("q1", "q2", "first"):
+        assert trace.main([*argv, "--part", part]) == 0
+        counts[part] = json.loads(capsys.readouterr().out)["traces"][str(EXCERPT)]["counted_requests"]
+    assert counts["q1"] == sum(cache_bounds.counted_part(real, "q1")) > 0
+    assert counts["q1"] + counts["q2"] == counts["first"]
