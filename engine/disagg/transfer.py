@@ -15,6 +15,7 @@ and with calls that release the GIL (xxhash above 2 KiB), so neither role's engi
 from __future__ import annotations
 
 import socket
+import threading
 from typing import Any, Protocol
 
 import xxhash
@@ -42,7 +43,8 @@ class ChunkReceiver(Protocol):
         ...
 
     def take(self, offset: int, nbytes: int) -> memoryview:
-        """The bytes of the chunk whose header just arrived, `nbytes` long from `offset`."""
+        """The bytes of the chunk whose header just arrived, `nbytes` long from `offset`; valid
+        until the next `take` or `close` (a backend may land every chunk in one buffer)."""
         ...
 
     def close(self, reuse: bool = False) -> None:
@@ -93,35 +95,59 @@ class TcpSender:
 
 
 class TcpReceiver:
-    def __init__(self, sock: socket.socket, total_bytes: int):
-        self.sock = sock
-        self.buffer = bytearray(total_bytes)
+    """Lands each chunk in one chunk-sized buffer, reused chunk after chunk and, through the
+    backend, transfer after transfer: the decode side writes a chunk into its pool before it takes
+    the next, so a whole-transfer buffer would only cost its allocation and its pages' first faults."""
+
+    def __init__(self, backend: TcpBackend, sock: socket.socket):
+        self.backend, self.sock = backend, sock
+        self.buffer = backend.take_buffer()
 
     def descriptor(self) -> dict[str, Any]:
         return {"backend": "tcp"}
 
     def take(self, offset: int, nbytes: int) -> memoryview:
-        view = memoryview(self.buffer)[offset : offset + nbytes]
+        if len(self.buffer) < nbytes:
+            self.buffer = bytearray(nbytes)
+        view = memoryview(self.buffer)[:nbytes]
         recv_exact(self.sock, view)
         return view
 
     def close(self, reuse: bool = False) -> None:
-        pass
+        # Only this process writes the buffer (recv_into), so even a failed transfer's may serve again.
+        buffer, self.buffer = self.buffer, bytearray()
+        self.backend.give_back(buffer)
 
 
 class TcpBackend:
-    """Chunks on the control socket itself: works wherever the bootstrap port is reachable."""
+    """Chunks on the control socket itself: works wherever the bootstrap port is reachable.
+    Keeps a few receive buffers of finished transfers for the next ones."""
 
     name = "tcp"
+    max_kept = 4
+
+    def __init__(self) -> None:
+        self._free: list[bytearray] = []
+        self._lock = threading.Lock()
 
     def sender(self, sock: socket.socket, descriptor: dict[str, Any], total_bytes: int) -> ChunkSender:
         return TcpSender(sock)
 
     def receiver(self, sock: socket.socket, total_bytes: int) -> ChunkReceiver:
-        return TcpReceiver(sock, total_bytes)
+        return TcpReceiver(self, sock)
+
+    def take_buffer(self) -> bytearray:
+        with self._lock:
+            return self._free.pop() if self._free else bytearray()
+
+    def give_back(self, buffer: bytearray) -> None:
+        with self._lock:
+            if buffer and len(self._free) < self.max_kept:
+                self._free.append(buffer)
 
     def close(self) -> None:
-        pass
+        with self._lock:
+            self._free = []
 
 
 def make_backend(name: str) -> TransferBackend:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import socket
 import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -164,6 +165,7 @@ class _FaultySender(TcpSender):
 
 class _FaultyBackend(TcpBackend):
     def __init__(self, fault):
+        super().__init__()
         self.fault = fault
 
     def sender(self, sock, descriptor, total_bytes):
@@ -211,6 +213,27 @@ def test_a_corrupted_shm_chunk_is_detected_and_its_segment_never_reused(pd, monk
     monkeypatch.undo()
     out, received, _ = run_pd(prefill, decode, 7, ids)  # both sides work on afterwards
     assert received.start == 0 and len(out.token_ids) == GREEDY.max_new_tokens
+
+
+def test_a_tcp_receiver_lands_every_chunk_in_one_buffer_kept_for_the_next_transfer():
+    backend = TcpBackend()
+    tx, rx = socket.socketpair()
+    try:
+        chunks = [bytes([i]) * n for i, n in enumerate((3000, 1000, 5000), start=1)]
+        receiver = backend.receiver(rx, sum(map(len, chunks)))
+        buffers = []
+        for chunk in chunks:
+            tx.sendall(chunk)
+            view = receiver.take(0, len(chunk))
+            assert bytes(view) == chunk
+            buffers.append(receiver.buffer)
+            del view
+        assert buffers[0] is buffers[1] and len(buffers[2]) == 5000  # grown only for the larger chunk
+        receiver.close()
+        assert backend.receiver(rx, 10).buffer is buffers[2]  # the next transfer starts with it
+    finally:
+        tx.close()
+        rx.close()
 
 
 def test_a_dying_receiver_fails_the_prefill_and_releases_both_sides(pd, monkeypatch):
