@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from radixgate.engine.protocol import GenerateOutput, GenerateRequest, StreamDelta
 
 from .api.errors import APIError, from_engine_error
+from .api.middleware import DisconnectWatch
 from .api.retention import ttl_seconds
 from .diagnostics.requests import JobDiagnostics, finish
 from .observe.prompt_stats import UNTAGGED, PromptView, RequestTags, template_of
@@ -285,20 +286,32 @@ async def collect(
 
 
 async def until_disconnected(work: Awaitable[T], is_disconnected: Callable[[], Awaitable[bool]]) -> T:
-    """Await `work`, cancelling it (and so aborting its engine requests) if the client leaves."""
+    """Await `work`, cancelling it (and so aborting its engine requests) if the client leaves.
+
+    A `DisconnectWatch`'s check is awaited beside the work, so a request costs no wake-ups while it
+    runs; any other check (Starlette's) is polled every `DISCONNECT_POLL_S`."""
     task = asyncio.ensure_future(work)
+    watch = getattr(is_disconnected, "__self__", None)
+    left = asyncio.ensure_future(watch.wait_disconnected()) if isinstance(watch, DisconnectWatch) else None
     try:
         while True:
-            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if left is not None:
+                await asyncio.wait({task, left}, return_when=asyncio.FIRST_COMPLETED)
+                done = task.done()
+                has_left = not done  # disconnected, or the server's receive failed: gone either way, as the check says
+            else:
+                done = bool((await asyncio.wait({task}, timeout=DISCONNECT_POLL_S))[0])
+                has_left = not done and await is_disconnected()
             if done:
                 return task.result()
-            if await is_disconnected():
+            if has_left:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 error = APIError(499, "the client closed the connection", code="client_closed_request")
                 error.is_counted = True  # as "aborted", when its streams closed
                 raise error
     finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        for pending in (task, left):
+            if pending is not None and not pending.done():
+                pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)

@@ -219,6 +219,13 @@ class DisconnectWatch:
             return False
         return task.exception() is not None or task.result().get("type") == "http.disconnect"
 
+    async def wait_disconnected(self) -> None:
+        """Returns once the client has left; what else the server hands over meanwhile is passed by."""
+        while True:
+            message = await self.receive()
+            if message.get("type") == "http.disconnect":
+                return
+
     def close(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
