@@ -312,6 +312,6 @@ async def until_disconnected(work: Awaitable[T], is_disconnected: Callable[[], A
                 raise error
     finally:
         for pending in (task, left):
-            if pending is not None and not pending.done():
-                pending.cancel()
+            if pending is not None:
+                pending.cancel()  # a no-op once done; gather then takes a failed receive's exception
                 await asyncio.gather(pending, return_exceptions=True)
